@@ -1,0 +1,43 @@
+# Set-up and the main jobs. Every target builds or refreshes the virtual
+# environment first, so a fresh machine needs nothing but Python 3.11+.
+
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+NEMORI := $(VENV)/bin/nemori
+STAMP  := $(VENV)/.installed
+DEMO_DB ?= .nemori-demo/demo.db
+
+.PHONY: install demo test unit integration bench-search clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# A CPU build of torch first: unpinned, pip would pull a multi-GB CUDA build.
+	$(PY) -m pip install -q torch==2.13.0 || $(PY) -m pip install -q torch --index-url https://download.pytorch.org/whl/cpu
+	# llama-cpp-python compiles from source here (about 4 minutes, once; pip caches the wheel).
+	$(PY) -m pip install -q -e ".[models,server,dev]"
+	touch $(STAMP)
+
+demo: install
+	rm -f $(DEMO_DB) $(DEMO_DB)-wal $(DEMO_DB)-shm
+	$(NEMORI) ingest examples/chat.jsonl --db $(DEMO_DB) --progress
+	$(NEMORI) inspect episodes --db $(DEMO_DB)
+	$(NEMORI) ask "When did Priya go to the climbing gym, and with whom?" --db $(DEMO_DB)
+	$(NEMORI) ask "What did Sam decide about the job offer?" --db $(DEMO_DB)
+
+test: install
+	$(PY) -m pytest -q tests
+
+unit: install
+	$(PY) -m pytest -q tests/unit
+
+integration: install
+	$(PY) -m pytest -q tests/integration
+
+bench-search: install
+	$(PY) scripts/bench_search.py --sizes 1000,10000 --queries 200 --out docs/SEARCH_LATENCY.md
+
+clean:
+	rm -rf $(VENV) .nemori-demo .pytest_cache

@@ -1,0 +1,68 @@
+"""The `nemori` command: wiring, and the one place errors become exit codes.
+
+Only typer is imported at start-up; each command imports what it needs, so
+`nemori --help` does not pay for torch or llama.cpp.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+import typer
+
+from nemori_cli import __version__
+from nemori_cli.cli import ingest, inspect_cmd, models_cmd, query
+from nemori_cli.errors import NemoriError
+
+app = typer.Typer(
+    name="nemori",
+    help="Local-first episodic memory for chats and agents: ingest messages, then search and ask.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"nemori {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version.")) -> None:
+    """Local-first episodic memory for chats and agents."""
+
+
+app.command("ingest")(ingest.ingest)
+app.command("flush")(ingest.flush_cmd)
+app.command("search")(query.search_cmd)
+app.command("ask")(query.ask_cmd)
+app.add_typer(inspect_cmd.inspect_app, name="inspect")
+app.command("stats")(inspect_cmd.stats_cmd)
+app.command("models")(models_cmd.models_cmd)
+
+
+def _fail(message: str, code: int) -> None:
+    sys.stderr.write(f"nemori: error: {message}\n")
+    sys.exit(code)
+
+
+def main() -> None:
+    try:
+        code = app(standalone_mode=False)
+    except NemoriError as e:
+        _fail(e.message, e.exit_code)
+    except click.exceptions.NoSuchOption as e:
+        _fail(e.format_message() + " (see --help)", 2)
+    except click.exceptions.UsageError as e:
+        where = f"{e.ctx.command_path}: " if e.ctx else ""
+        _fail(where + e.format_message().replace("\n", " ") + " (see --help)", 2)
+    except click.exceptions.Abort:
+        _fail("interrupted", 130)
+    except KeyboardInterrupt:
+        _fail("interrupted", 130)
+    except BrokenPipeError:
+        sys.exit(0)
+    sys.exit(code if isinstance(code, int) else 0)

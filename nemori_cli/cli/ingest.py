@@ -1,0 +1,178 @@
+"""`nemori ingest` and `nemori flush`: messages in, episodes out, resumable."""
+
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from nemori_cli.cli import options as opt
+from nemori_cli.cli.render import console, print_json
+from nemori_cli.errors import ConfigError, InputError
+
+
+class InputFormat(str, Enum):
+    jsonl = "jsonl"
+    locomo = "locomo"
+
+
+def _read(source: str, fmt: InputFormat, sample: str | None, default_ts: str | None, sessions: str | None):
+    from nemori_cli.pipeline import readers
+
+    default_timestamp = None
+    if default_ts:
+        try:
+            default_timestamp = readers.parse_timestamp(default_ts)
+        except ValueError:
+            raise ConfigError(f"--default-timestamp {default_ts!r} is not ISO 8601 (e.g. 2023-05-08T13:56:00)") from None
+    if source == "-":
+        stream, name = sys.stdin.buffer, "<stdin>"
+    else:
+        path = Path(source)
+        if not path.is_file():
+            raise InputError(f"{source}: no such file")
+        stream, name = path.open("rb"), source
+    try:
+        if fmt is InputFormat.locomo:
+            messages = readers.read_locomo(stream, name, sample_id=sample)
+            return _only_sessions(messages, sessions, name), f"locomo:{sample or ''}:"
+        if sample or sessions:
+            raise ConfigError("--sample and --sessions apply to --format locomo only")
+        return readers.read_jsonl(stream, name, default_timestamp=default_timestamp), ""
+    finally:
+        if stream is not sys.stdin.buffer:
+            stream.close()
+
+
+def _only_sessions(messages, sessions: str | None, name: str):
+    if not sessions:
+        return messages
+    try:
+        first, _, last = sessions.partition("-")
+        lo, hi = int(first), int(last or first)
+    except ValueError:
+        raise ConfigError(f"--sessions {sessions!r}: expected N or A-B, e.g. 1-3") from None
+    chosen = [m for m in messages if m.session is not None and lo <= int(m.session) <= hi]
+    if not chosen:
+        raise InputError(f"{name}: no messages in sessions {sessions}")
+    return chosen
+
+
+@contextmanager
+def _progress(enabled: bool, label: str):
+    """A rich progress bar with ETA on stderr, or a no-op callback."""
+    if not enabled:
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
+        console=console(stderr=True),
+        transient=False,
+    ) as bar:
+        task = bar.add_task(label, total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update
+
+
+def _process(pipeline, *, flush: bool, show_progress: bool, user: str):
+    from nemori_cli.store import messages as message_sql
+
+    try:
+        with _progress(show_progress, "episodes") as update:
+            return pipeline.process(flush=flush, progress=update)
+    except KeyboardInterrupt:
+        left = message_sql.count_pending(pipeline.db, user)
+        sys.stderr.write(
+            f"nemori: interrupted; {left} messages are pending and nothing is lost: "
+            "run `nemori flush` or the same ingest again to resume\n"
+        )
+        raise typer.Exit(130) from None
+
+
+def _want_progress(flag: bool | None) -> bool:
+    return sys.stderr.isatty() if flag is None else flag
+
+
+def ingest(
+    source: Annotated[str, typer.Argument(help="JSON Lines file of messages, or - for stdin.", show_default=False)],
+    fmt: Annotated[InputFormat, typer.Option("--format", "-f", help="jsonl, or locomo (a LoCoMo benchmark file).")] = InputFormat.jsonl,
+    sample: Annotated[Optional[str], typer.Option(help="LoCoMo sample id, e.g. conv-26.")] = None,
+    sessions: Annotated[Optional[str], typer.Option(help="LoCoMo sessions to read, e.g. 1-3.")] = None,
+    default_timestamp: Annotated[Optional[str], typer.Option(help="Time for messages that have none (ISO 8601).")] = None,
+    flush: Annotated[bool, typer.Option("--flush/--no-flush", help="Make episodes of the tail too (default), or keep it pending for more messages.")] = True,
+    window: Annotated[int, typer.Option(min=2, max=200, help="Messages per window (the paper's w).")] = 20,
+    progress: Annotated[Optional[bool], typer.Option("--progress/--quiet", help="Progress bar (default: on a terminal).", show_default=False)] = None,
+    db: opt.Db = None,
+    user: opt.User = None,
+    model: opt.Model = None,
+    embedder: opt.EmbedderName = None,
+    json_out: opt.Json = False,
+) -> None:
+    """Store messages, then turn them into episodes (resumable; re-ingesting adds nothing)."""
+    from nemori_cli import deps
+    from nemori_cli.pipeline.runner import Pipeline
+
+    settings = opt.settings(db, user, model, embedder)
+    incoming, namespace = _read(source, fmt, sample, default_timestamp, sessions)
+    llm = deps.build_llm(settings)  # a missing model or dead endpoint fails here, before any write
+    store = deps.open_db(settings)
+    emb = deps.build_embedder(settings, store)
+    pipeline = Pipeline(store, settings.user, llm, emb, window=window)
+    added = pipeline.store(incoming, namespace)
+    report = _process(pipeline, flush=flush, show_progress=_want_progress(progress), user=settings.user)
+    report.read, report.added = len(incoming), added
+    _print_report(report, source, json_out)
+
+
+def flush_cmd(
+    progress: Annotated[Optional[bool], typer.Option("--progress/--quiet", help="Progress bar (default: on a terminal).", show_default=False)] = None,
+    window: Annotated[int, typer.Option(min=2, max=200, help="Messages per window.")] = 20,
+    db: opt.Db = None,
+    user: opt.User = None,
+    model: opt.Model = None,
+    embedder: opt.EmbedderName = None,
+    json_out: opt.Json = False,
+) -> None:
+    """Turn every pending message into episodes now (also resumes an interrupted ingest)."""
+    from nemori_cli import deps
+    from nemori_cli.pipeline.runner import Pipeline
+    from nemori_cli.store import messages as message_sql
+
+    settings = opt.settings(db, user, model, embedder)
+    store = deps.open_db(settings, create=False)
+    if message_sql.count_pending(store, settings.user) == 0:
+        from nemori_cli.pipeline.runner import IngestReport
+
+        _print_report(IngestReport(), None, json_out)
+        return
+    llm = deps.build_llm(settings)
+    emb = deps.build_embedder(settings, store)
+    pipeline = Pipeline(store, settings.user, llm, emb, window=window)
+    report = _process(pipeline, flush=True, show_progress=_want_progress(progress), user=settings.user)
+    _print_report(report, None, json_out)
+
+
+def _print_report(report, source: str | None, json_out: bool) -> None:
+    if json_out:
+        print_json({"source": source, **vars(report), "seconds": round(report.seconds, 2)})
+        return
+    read = f"read {report.read} messages ({report.added} new) from {source}; " if source else ""
+    console().print(
+        f"{read}made {report.episodes} episodes in {report.windows} windows "
+        f"({report.seconds:.1f} s); {report.pending} messages pending"
+    )
+

@@ -1,0 +1,130 @@
+"""`nemori inspect ...` and `nemori stats`: what memory holds and what it cost."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from nemori_cli.cli import options as opt
+from nemori_cli.cli.render import console, episode_json, message_json, print_json
+from nemori_cli.errors import StoreError
+
+inspect_app = typer.Typer(help="Show what memory holds.", no_args_is_help=True)
+
+
+@inspect_app.command("episodes")
+def episodes_cmd(
+    limit: Annotated[Optional[int], typer.Option(min=1, help="Show at most this many.")] = None,
+    db: opt.Db = None,
+    user: opt.User = None,
+    json_out: opt.Json = False,
+) -> None:
+    """List episodes in time order."""
+    from nemori_cli import deps
+    from nemori_cli.store import episodes as episode_sql
+
+    settings = opt.settings(db, user)
+    store = deps.open_db(settings, create=False)
+    items = episode_sql.list_all(store, settings.user, with_messages=True, limit=limit)
+    if json_out:
+        print_json({"user": settings.user, "episodes": [episode_json(e) for e in items]})
+        return
+    out = console()
+    for e in items:
+        out.print(f"[bold]E{e.id}[/bold] {e.start:%Y-%m-%d %H:%M}  {len(e.messages):>3} msgs  [bold]{e.title}[/bold]")
+    out.print(f"[dim]{len(items)} episodes for user {settings.user}[/dim]")
+
+
+@inspect_app.command("episode")
+def episode_cmd(
+    episode_id: Annotated[int, typer.Argument(help="Episode id (see `inspect episodes`).")],
+    db: opt.Db = None,
+    user: opt.User = None,
+    json_out: opt.Json = False,
+) -> None:
+    """One episode: its narrative and its raw messages with their ids."""
+    from nemori_cli import deps
+    from nemori_cli.store import episodes as episode_sql
+
+    settings = opt.settings(db, user)
+    store = deps.open_db(settings, create=False)
+    e = episode_sql.get(store, settings.user, episode_id)
+    if e is None:
+        raise StoreError(f"no episode {episode_id} for user {settings.user}")
+    if json_out:
+        print_json(episode_json(e))
+        return
+    out = console()
+    out.print(f"[bold]E{e.id}: {e.title}[/bold]  ({e.start:%Y-%m-%d %H:%M} – {e.end:%Y-%m-%d %H:%M}, boundary: {e.boundary})")
+    out.print(e.narrative, soft_wrap=True)
+    out.print()
+    for m in e.messages:
+        out.print(f"[dim]{m.source_id or m.id:>8}[/dim] {m.timestamp:%Y-%m-%d %H:%M} [bold]{m.speaker}[/bold]: {m.content}", soft_wrap=True)
+
+
+@inspect_app.command("messages")
+def messages_cmd(
+    pending: Annotated[bool, typer.Option("--pending", help="Only messages no episode owns yet.")] = False,
+    limit: Annotated[Optional[int], typer.Option(min=1, help="Show at most this many.")] = None,
+    db: opt.Db = None,
+    user: opt.User = None,
+    json_out: opt.Json = False,
+) -> None:
+    """List stored messages (and which episode owns each)."""
+    from nemori_cli import deps
+    from nemori_cli.store import messages as message_sql
+
+    settings = opt.settings(db, user)
+    store = deps.open_db(settings, create=False)
+    items = message_sql.all_messages(store, settings.user, pending_only=pending, limit=limit)
+    if json_out:
+        print_json({"user": settings.user, "messages": [message_json(m) for m in items]})
+        return
+    out = console()
+    for m in items:
+        owner = f"E{m.episode_id}" if m.episode_id else "pending"
+        out.print(f"[dim]{m.source_id or m.id:>8} {owner:>8}[/dim] {m.timestamp:%Y-%m-%d %H:%M} [bold]{m.speaker}[/bold]: {m.content}", soft_wrap=True)
+    out.print(f"[dim]{len(items)} messages[/dim]")
+
+
+def stats_cmd(db: opt.Db = None, user: opt.User = None, json_out: opt.Json = False) -> None:
+    """Counts, and per pipeline stage: LLM calls, tokens, seconds, repairs and fallbacks."""
+    from nemori_cli import deps
+    from nemori_cli.store import telemetry
+
+    settings = opt.settings(db, user)
+    store = deps.open_db(settings, create=False)
+    u = settings.user
+
+    def n(sql: str) -> int:
+        row = store.one(sql, (u,))
+        return int(row["n"]) if row else 0
+
+    counts = {
+        "messages": n("SELECT count(*) AS n FROM messages WHERE user_id = ?"),
+        "pending": n("SELECT count(*) AS n FROM messages WHERE user_id = ? AND episode_id IS NULL"),
+        "episodes": n("SELECT count(*) AS n FROM episodes WHERE user_id = ? AND status = 'active'"),
+    }
+    stages = telemetry.stage_stats(store, u)
+    info = {
+        "db": str(settings.db_path),
+        "db_bytes": settings.db_path.stat().st_size,
+        "schema_version": store.schema_version(),
+        "embedder": store.embedder_identity(),
+        "user": u,
+        "counts": counts,
+        "stages": stages,
+    }
+    if json_out:
+        print_json(info)
+        return
+    from rich.table import Table
+
+    out = console()
+    out.print(f"{info['db']} (schema {info['schema_version']}, embedder {info['embedder']}), user {u}")
+    out.print(", ".join(f"{v} {k}" for k, v in counts.items()))
+    table = Table("stage", "calls", "attempts", "prompt tok", "output tok", "seconds", "failed", "repaired", "fallbacks")
+    for s in stages:
+        table.add_row(s["stage"], *(str(s[c]) for c in ("calls", "attempts", "prompt_tokens", "completion_tokens", "seconds", "failed", "repaired", "fallbacks")))
+    out.print(table)

@@ -1,0 +1,19 @@
+"""Options every command shares, and the settings they resolve to."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from nemori_cli.config import Settings
+
+Db = Annotated[Optional[str], typer.Option("--db", help="SQLite file (env NEMORI_DB; default in your data directory).", show_default=False)]
+User = Annotated[Optional[str], typer.Option("--user", "-u", help="Whose memory (env NEMORI_USER; default 'default').", show_default=False)]
+Model = Annotated[Optional[str], typer.Option("--model", "-m", help="LLM preset from `nemori models`, or a .gguf path (env NEMORI_MODEL).", show_default=False)]
+EmbedderName = Annotated[Optional[str], typer.Option("--embedder", help="Embedder preset (env NEMORI_EMBEDDER).", show_default=False)]
+Json = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+
+
+def settings(db: str | None, user: str | None, model: str | None = None, embedder: str | None = None) -> Settings:
+    return Settings.from_env(db=db, user=user, model=model, embedder=embedder)

@@ -1,0 +1,116 @@
+"""`nemori search` (no LLM) and `nemori ask` (retrieve, then answer)."""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from typing import Annotated
+
+import typer
+
+from nemori_cli.cli import options as opt
+from nemori_cli.cli.render import console, hit_json, print_json
+from nemori_cli.errors import InputError
+
+
+class SearchMode(str, Enum):
+    hybrid = "hybrid"
+    vector = "vector"
+    text = "text"
+
+
+def _text_arg(value: str, what: str) -> str:
+    text = sys.stdin.read() if value == "-" else value
+    text = text.strip()
+    if not text:
+        raise InputError(f"empty {what}")
+    return text
+
+
+K = Annotated[int, typer.Option("--k", "-k", min=1, max=200, help="Episodes to retrieve (the paper's k).")]
+Raw = Annotated[int, typer.Option("--raw", min=0, max=50, help="Top episodes that bring their raw messages (the paper's r).")]
+Mode = Annotated[SearchMode, typer.Option("--mode", help="hybrid (vector + full text, fused), vector or text.")]
+
+
+def search_cmd(
+    query: Annotated[str, typer.Argument(help="What to look for, or - for stdin.", show_default=False)],
+    k: K = 10,
+    raw: Raw = 2,
+    mode: Mode = SearchMode.hybrid,
+    db: opt.Db = None,
+    user: opt.User = None,
+    embedder: opt.EmbedderName = None,
+    json_out: opt.Json = False,
+) -> None:
+    """Retrieve memories without any LLM: vector and full-text search, fused."""
+    from nemori_cli import deps
+    from nemori_cli.retrieval.search import SearchOptions, search
+
+    text = _text_arg(query, "query")
+    settings = opt.settings(db, user, None, embedder)
+    store = deps.open_db(settings, create=False)
+    emb = deps.build_embedder(settings, store)
+    hits, ms = search(store, settings.user, emb, text, SearchOptions(k=k, raw_for_top=raw, mode=mode.value))
+    if json_out:
+        print_json({"query": text, "user": settings.user, "ms": round(ms, 2), "hits": [hit_json(h) for h in hits]})
+        return
+    out = console()
+    if not hits:
+        out.print("no memories found")
+    for h in hits:
+        out.print(f"[bold]E{h.id}[/bold] {h.start:%Y-%m-%d %H:%M}  score {h.score:.4f}  [bold]{h.title}[/bold]")
+        out.print(f"   {h.text}", soft_wrap=True)
+    out.print(f"[dim]{len(hits)} hits in {ms:.1f} ms[/dim]")
+
+
+def ask_cmd(
+    question: Annotated[str, typer.Argument(help="The question, or - for stdin.", show_default=False)],
+    k: K = 10,
+    raw: Raw = 2,
+    mode: Mode = SearchMode.hybrid,
+    today: Annotated[str, typer.Option(help="Date to treat as today for questions like 'how long ago' (default: none).")] = "",
+    db: opt.Db = None,
+    user: opt.User = None,
+    model: opt.Model = None,
+    embedder: opt.EmbedderName = None,
+    json_out: opt.Json = False,
+) -> None:
+    """Answer a question from memory, citing the episodes used."""
+    from nemori_cli import deps
+    from nemori_cli.retrieval.answer import ask
+    from nemori_cli.retrieval.search import SearchOptions
+    from nemori_cli.store import telemetry
+
+    text = _text_arg(question, "question")
+    settings = opt.settings(db, user, model, embedder)
+    store = deps.open_db(settings, create=False)
+    emb = deps.build_embedder(settings, store)
+    llm = deps.build_llm(settings)
+    options = SearchOptions(k=k, raw_for_top=raw, mode=mode.value)
+    answer, cited = ask(store, settings.user, emb, llm, text, options, today=today or None)
+    with store.transaction():
+        telemetry.write(store, settings.user, *llm.log.drain())
+    if json_out:
+        print_json(
+            {
+                "question": answer.question,
+                "answer": answer.answer,
+                "cited": cited,
+                "model": llm.model_id,
+                "memories": [hit_json(h) for h in answer.hits],
+                "tokens": {"prompt": answer.usage.prompt_tokens, "completion": answer.usage.completion_tokens},
+                "ms": {"search": round(answer.search_ms, 1), "answer": round(answer.answer_ms, 1)},
+            }
+        )
+        return
+    out = console()
+    out.print(answer.answer, soft_wrap=True)
+    by_id = {h.id: h for h in answer.hits}
+    for i in cited:
+        if i in by_id:
+            h = by_id[i]
+            out.print(f"[dim]  E{h.id} {h.start:%Y-%m-%d}: {h.title}[/dim]")
+    out.print(
+        f"[dim]{len(answer.hits)} memories, {answer.usage.prompt_tokens}+{answer.usage.completion_tokens} tokens, "
+        f"search {answer.search_ms:.0f} ms, answer {answer.answer_ms / 1000:.1f} s[/dim]"
+    )

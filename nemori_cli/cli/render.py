@@ -1,0 +1,64 @@
+"""Turning domain objects into JSON for scripts and rich text for people."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from nemori_cli.domain import Episode, Hit, Message
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")
+
+
+def message_json(m: Message) -> dict:
+    return {
+        "id": m.id,
+        "source_id": m.source_id,
+        "session": m.session,
+        "speaker": m.speaker,
+        "content": m.content,
+        "timestamp": m.timestamp.isoformat(),
+        "episode_id": m.episode_id,
+    }
+
+
+def episode_json(e: Episode, *, with_messages: bool = True) -> dict:
+    data = {
+        "id": e.id,
+        "title": e.title,
+        "narrative": e.narrative,
+        "start": e.start.isoformat(),
+        "end": e.end.isoformat(),
+        "boundary": e.boundary,
+        "created_at": e.created_at,
+        "message_count": len(e.messages),
+        "message_ids": [m.source_id if m.source_id is not None else m.key for m in e.messages],
+    }
+    if with_messages:
+        data["messages"] = [message_json(m) for m in e.messages]
+    return data
+
+
+def hit_json(h: Hit) -> dict:
+    return {
+        "kind": h.kind,
+        "id": h.id,
+        "score": round(h.score, 6),
+        "similarity": None if h.similarity is None else round(h.similarity, 4),
+        "vector_rank": h.vector_rank,
+        "text_rank": h.text_rank,
+        "time": h.start.isoformat(),
+        "end": h.end.isoformat(),
+        "title": h.title,
+        "text": h.text,
+        "messages": [message_json(m) for m in h.messages],
+    }
+
+
+def console(stderr: bool = False):
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False)

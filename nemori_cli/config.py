@@ -1,0 +1,209 @@
+"""Settings and model presets: the only module that reads the environment.
+
+Precedence for every setting: command-line option, then environment variable,
+then default. Presets come from the repository's models.toml, then the user's
+own file (NEMORI_MODELS_FILE, or ~/.config/nemori/models.toml), later files
+winning on equal names.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nemori_cli.errors import ConfigError
+
+APP_NAME = "nemori"
+REPO_MODELS_FILE = Path(__file__).resolve().parent.parent / "models.toml"
+
+
+def _user_dir(kind: str) -> Path:
+    # platformdirs is light; imported here so `nemori --help` stays lean.
+    import platformdirs
+
+    getter = {
+        "data": platformdirs.user_data_dir,
+        "cache": platformdirs.user_cache_dir,
+        "config": platformdirs.user_config_dir,
+    }[kind]
+    return Path(getter(APP_NAME))
+
+
+@dataclass(frozen=True)
+class LLMPreset:
+    name: str
+    kind: str  # "gguf" | "openai"
+    description: str = ""
+    path: str | None = None  # gguf: a file of the user's
+    parts: tuple[str, ...] = ()  # gguf: files inside installed packages, concatenated
+    packages: tuple[str, ...] = ()  # pip requirements that provide `parts`
+    sha256: str | None = None
+    n_ctx: int = 4096
+    base_url: str | None = None  # openai
+    model: str | None = None  # openai
+    api_key_env: str | None = None  # openai: the NAME of the variable holding the key
+
+
+@dataclass(frozen=True)
+class EmbedderPreset:
+    name: str
+    kind: str  # "sentence-transformers"
+    model_name: str
+    dimensions: int | None = None
+    description: str = ""
+    path: str | None = None
+    parts: tuple[str, ...] = ()
+    packages: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Presets:
+    llms: dict[str, LLMPreset]
+    embedders: dict[str, EmbedderPreset]
+    default_llm: str
+    default_embedder: str
+    sources: tuple[str, ...] = ()
+
+
+def _read_toml(path: Path) -> dict:
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: not valid TOML ({e})") from None
+
+
+def _llm_from(name: str, raw: dict, source: Path) -> LLMPreset:
+    kind = raw.get("kind")
+    if kind not in ("gguf", "openai"):
+        raise ConfigError(f"{source}: [llm.{name}] kind must be 'gguf' or 'openai', not {kind!r}")
+    if kind == "gguf" and not (raw.get("path") or raw.get("parts")):
+        raise ConfigError(f"{source}: [llm.{name}] needs 'path' (a GGUF file) or 'parts'")
+    if kind == "openai" and not (raw.get("base_url") and raw.get("model")):
+        raise ConfigError(f"{source}: [llm.{name}] needs 'base_url' and 'model'")
+    if "api_key" in raw:
+        raise ConfigError(
+            f"{source}: [llm.{name}] has 'api_key': keys never go in files; "
+            "name the environment variable that holds it with api_key_env"
+        )
+    return LLMPreset(
+        name=name,
+        kind=kind,
+        description=raw.get("description", ""),
+        path=raw.get("path"),
+        parts=tuple(raw.get("parts", ())),
+        packages=tuple(raw.get("packages", ())),
+        sha256=raw.get("sha256"),
+        n_ctx=int(raw.get("n_ctx", 4096)),
+        base_url=raw.get("base_url"),
+        model=raw.get("model"),
+        api_key_env=raw.get("api_key_env"),
+    )
+
+
+def _embedder_from(name: str, raw: dict, source: Path) -> EmbedderPreset:
+    if raw.get("kind") != "sentence-transformers":
+        raise ConfigError(f"{source}: [embedder.{name}] kind must be 'sentence-transformers'")
+    if not (raw.get("path") or raw.get("parts") or raw.get("name")):
+        raise ConfigError(f"{source}: [embedder.{name}] needs 'path', 'parts' or 'name'")
+    return EmbedderPreset(
+        name=name,
+        kind=raw["kind"],
+        model_name=raw.get("name", name),
+        dimensions=raw.get("dimensions"),
+        description=raw.get("description", ""),
+        path=raw.get("path"),
+        parts=tuple(raw.get("parts", ())),
+        packages=tuple(raw.get("packages", ())),
+    )
+
+
+def preset_files() -> list[Path]:
+    files = [REPO_MODELS_FILE]
+    override = os.environ.get("NEMORI_MODELS_FILE")
+    user_file = Path(override) if override else _user_dir("config") / "models.toml"
+    if override and not user_file.is_file():
+        raise ConfigError(f"NEMORI_MODELS_FILE={override}: no such file")
+    if user_file.is_file():
+        files.append(user_file)
+    return [f for f in files if f.is_file()]
+
+
+def load_presets() -> Presets:
+    llms: dict[str, LLMPreset] = {}
+    embedders: dict[str, EmbedderPreset] = {}
+    default_llm, default_embedder = "small", "minilm"
+    files = preset_files()
+    for path in files:
+        raw = _read_toml(path)
+        default_llm = raw.get("default_llm", default_llm)
+        default_embedder = raw.get("default_embedder", default_embedder)
+        for name, body in raw.get("llm", {}).items():
+            llms[name] = _llm_from(name, body, path)
+        for name, body in raw.get("embedder", {}).items():
+            embedders[name] = _embedder_from(name, body, path)
+    return Presets(llms, embedders, default_llm, default_embedder, tuple(str(f) for f in files))
+
+
+def resolve_llm(presets: Presets, name: str | None) -> LLMPreset:
+    """A preset by name, or an ad-hoc preset for a path to a .gguf file."""
+    name = name or presets.default_llm
+    if name in presets.llms:
+        return presets.llms[name]
+    if name.endswith(".gguf") or os.sep in name:
+        return LLMPreset(name=name, kind="gguf", path=name, n_ctx=4096)
+    known = ", ".join(sorted(presets.llms)) or "none"
+    raise ConfigError(f"unknown model {name!r} (--model / NEMORI_MODEL); presets: {known}, or a path to a .gguf file")
+
+
+def resolve_embedder(presets: Presets, name: str | None) -> EmbedderPreset:
+    name = name or presets.default_embedder
+    if name in presets.embedders:
+        return presets.embedders[name]
+    known = ", ".join(sorted(presets.embedders)) or "none"
+    raise ConfigError(f"unknown embedder {name!r} (--embedder / NEMORI_EMBEDDER); presets: {known}")
+
+
+@dataclass
+class Settings:
+    """Everything a command needs to know, resolved once."""
+
+    db_path: Path
+    user: str
+    model: str | None  # preset name or GGUF path; None = the presets' default
+    embedder: str | None
+    window: int = 20
+    threads: int | None = None
+    cache_dir: Path = field(default_factory=lambda: _user_dir("cache"))
+    gap_minutes: float = 120.0  # a silence this long always starts a new episode
+
+    @classmethod
+    def from_env(
+        cls,
+        *,
+        db: str | None = None,
+        user: str | None = None,
+        model: str | None = None,
+        embedder: str | None = None,
+    ) -> "Settings":
+        env = os.environ
+        db_path = Path(db or env.get("NEMORI_DB") or _user_dir("data") / "nemori.db").expanduser()
+        user_name = user or env.get("NEMORI_USER") or "default"
+        if not user_name.strip():
+            raise ConfigError("--user / NEMORI_USER must not be empty")
+        threads = env.get("NEMORI_THREADS")
+        cache = env.get("NEMORI_CACHE_DIR")
+        return cls(
+            db_path=db_path,
+            user=user_name,
+            model=model or env.get("NEMORI_MODEL") or None,
+            embedder=embedder or env.get("NEMORI_EMBEDDER") or None,
+            threads=int(threads) if threads else None,
+            cache_dir=Path(cache).expanduser() if cache else _user_dir("cache"),
+        )
+
+
+def api_key_from_env(var: str | None) -> str | None:
+    return os.environ.get(var) if var else None

@@ -1,0 +1,65 @@
+"""Builds the store, the LLM and the embedder from settings.
+
+Heavy libraries (llama_cpp, torch via sentence-transformers) are imported here
+on demand, never at CLI import time, so `nemori --help` stays instant.
+Every failure becomes a NemoriError naming the setting that caused it, and
+happens before anything is written.
+"""
+
+from __future__ import annotations
+
+from nemori_cli.config import LLMPreset, Settings, api_key_from_env, load_presets, resolve_embedder, resolve_llm
+from nemori_cli.embed.base import Embedder, identity
+from nemori_cli.errors import ModelError
+from nemori_cli.llm.base import ChatBackend, StructuredLLM
+from nemori_cli.modelfiles import embedder_path, gguf_path
+from nemori_cli.store.db import Database
+
+_backends: dict[str, ChatBackend] = {}  # one model object per process, per preset
+
+
+def open_db(settings: Settings, *, create: bool = True) -> Database:
+    return Database(settings.db_path, create=create)
+
+
+def llm_preset(settings: Settings) -> LLMPreset:
+    return resolve_llm(load_presets(), settings.model)
+
+
+def build_backend(preset: LLMPreset, settings: Settings) -> ChatBackend:
+    if preset.name in _backends:
+        return _backends[preset.name]
+    if preset.kind == "openai":
+        from nemori_cli.llm.openai_compat import OpenAICompatBackend
+
+        key = api_key_from_env(preset.api_key_env)
+        backend: ChatBackend = OpenAICompatBackend(
+            name=preset.name, base_url=preset.base_url or "", model=preset.model or "", api_key=key
+        )
+        backend.check_reachable()
+    else:
+        from nemori_cli.llm.llamacpp import LlamaCppBackend
+
+        path = gguf_path(preset, settings.cache_dir)
+        backend = LlamaCppBackend(path, name=preset.name, n_ctx=preset.n_ctx, n_threads=settings.threads)
+    _backends[preset.name] = backend
+    return backend
+
+
+def build_llm(settings: Settings) -> StructuredLLM:
+    return StructuredLLM(build_backend(llm_preset(settings), settings))
+
+
+def build_embedder(settings: Settings, db: Database | None = None) -> Embedder:
+    """The embedder, refused early if the database was built with another one."""
+    preset = resolve_embedder(load_presets(), settings.embedder)
+    if db is not None and preset.dimensions:
+        db.check_embedder(f"{preset.model_name}:{preset.dimensions}")
+    from nemori_cli.embed.sentence import SentenceTransformerEmbedder
+
+    embedder = SentenceTransformerEmbedder(embedder_path(preset), model_name=preset.model_name)
+    if preset.dimensions and embedder.dimensions != preset.dimensions:
+        raise ModelError(f"embedder {preset.name}: model has {embedder.dimensions} dimensions, preset says {preset.dimensions}")
+    if db is not None:
+        db.check_embedder(identity(embedder))
+    return embedder

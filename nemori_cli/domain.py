@@ -1,0 +1,94 @@
+"""The nouns of the product, shared by every layer.
+
+Plain frozen dataclasses: the store maps rows to them, the pipeline builds
+them, the CLI renders them. Timestamps are timezone-aware when the input said
+so and naive otherwise; ``epoch`` orders both (naive read as UTC).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+
+def to_epoch(ts: datetime) -> float:
+    """Seconds since 1970 for ordering; a naive timestamp is read as UTC."""
+    if ts.tzinfo is None:
+        ts = ts.replace(tzinfo=timezone.utc)
+    return ts.timestamp()
+
+
+@dataclass(frozen=True)
+class IncomingMessage:
+    """One message as read from an input, before it is stored."""
+
+    speaker: str
+    content: str
+    timestamp: datetime
+    source_id: str | None = None  # the id it came with (LoCoMo dia_id, JSONL id)
+    session: str | None = None
+    line: int = 0  # where it was read from, for error messages
+
+
+@dataclass(frozen=True)
+class Message:
+    """A stored message. ``episode_id`` is None while it is pending."""
+
+    id: int
+    user: str
+    key: str  # stable identity: re-ingesting the same input adds nothing
+    speaker: str
+    content: str
+    timestamp: datetime
+    source_id: str | None
+    session: str | None
+    episode_id: int | None = None
+
+
+@dataclass(frozen=True)
+class Episode:
+    id: int
+    user: str
+    title: str
+    narrative: str
+    start: datetime  # first message's time
+    end: datetime  # last message's time
+    created_at: str
+    boundary: str  # how its group was found: "model", "time-gap", "fallback", "flush"
+    messages: tuple[Message, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One retrieved memory with its fused score and the ranks that made it."""
+
+    kind: str  # "episode" (later: "fact", "note")
+    id: int
+    score: float
+    title: str
+    text: str
+    start: datetime
+    end: datetime
+    vector_rank: int | None = None
+    text_rank: int | None = None
+    similarity: float | None = None  # cosine similarity, when the vector index found it
+    messages: tuple[Message, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What one LLM call cost."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    ms: float = 0.0
+
+
+@dataclass(frozen=True)
+class Answer:
+    question: str
+    answer: str
+    hits: tuple[Hit, ...]
+    usage: Usage
+    search_ms: float
+    answer_ms: float

@@ -1,0 +1,1 @@
+"""Embedders: the protocol, sentence-transformers, and a deterministic fake."""

@@ -1,0 +1,36 @@
+"""sentence-transformers from a local folder; never reaches for a model hub."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from nemori_cli.errors import ModelError
+
+
+class SentenceTransformerEmbedder:
+    def __init__(self, path: str, *, model_name: str, batch_size: int = 32):
+        # Offline by construction: a missing file must fail here, not hang on a network call.
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        try:
+            from sentence_transformers import SentenceTransformer
+
+            self.model = SentenceTransformer(path, device="cpu")
+        except (OSError, ValueError) as e:
+            raise ModelError(f"embedder {model_name}: cannot load {path} ({e})") from None
+        self.model_name = model_name
+        self.dimensions = int(self.model.get_sentence_embedding_dimension())
+        self.batch_size = batch_size
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimensions), dtype=np.float32)
+        vectors = self.model.encode(
+            texts, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+        )
+        return vectors.astype(np.float32)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.embed_documents([text])[0]

@@ -1,0 +1,48 @@
+"""User-facing errors.
+
+Every error a user can cause (bad input, bad setting, missing model, unreachable
+endpoint) is a NemoriError. The CLI prints its message as one line on stderr and
+exits with its ``exit_code``; anything else is a bug and keeps its traceback.
+"""
+
+
+class NemoriError(Exception):
+    exit_code = 1
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+class InputError(NemoriError):
+    """The input file (or stdin) cannot be read as messages. Names file and line."""
+
+    exit_code = 2
+
+
+class ConfigError(NemoriError):
+    """A setting, preset or flag value is wrong or unusable."""
+
+    exit_code = 2
+
+
+class ModelError(NemoriError):
+    """A model file is missing or broken, or an endpoint cannot be reached."""
+
+    exit_code = 3
+
+
+class StoreError(NemoriError):
+    """The database cannot be used as asked (embedder mismatch, not found, ...)."""
+
+    exit_code = 4
+
+
+class LLMOutputError(NemoriError):
+    """The model kept answering something unusable after every retry.
+
+    Pipeline stages catch this and fall back deterministically (and count it);
+    it reaches the user only where no fallback exists.
+    """
+
+    exit_code = 5

@@ -1,0 +1,1 @@
+"""LLM access: one structured interface (base), adapters, and a fake for tests."""

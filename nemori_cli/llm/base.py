@@ -1,0 +1,124 @@
+"""The one road every LLM call takes: constrained, validated, retried, logged.
+
+A backend turns chat messages plus a JSON schema into raw text, constrained by
+whatever the backend supports (a llama.cpp grammar, an endpoint's
+response_format). ``StructuredLLM.complete`` validates that text against the
+pydantic model, retries a bounded number of times, and logs every call. When
+no attempt is usable it raises LLMOutputError: the calling stage then falls
+back deterministically and counts it. Nothing here ever returns an empty
+result in place of an error.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Generic, Protocol, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from nemori_cli.errors import LLMOutputError
+from nemori_cli.store.telemetry import CallRecord, EventRecord
+
+T = TypeVar("T", bound=BaseModel)
+
+ChatMessages = list[dict[str, str]]
+
+
+@dataclass(frozen=True)
+class RawCompletion:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class ChatBackend(Protocol):
+    model_id: str
+
+    def chat(self, messages: ChatMessages, *, schema: dict, max_tokens: int, temperature: float) -> RawCompletion: ...
+
+
+@dataclass
+class CallLog:
+    """Calls and pipeline events not yet written; the runner writes them with its unit of work."""
+
+    calls: list[CallRecord] = field(default_factory=list)
+    events: list[EventRecord] = field(default_factory=list)
+
+    def repaired(self, stage: str, detail: str) -> None:
+        self.events.append(EventRecord(stage, "repaired", detail))
+
+    def fallback(self, stage: str, detail: str) -> None:
+        self.events.append(EventRecord(stage, "fallback", detail))
+
+    def drain(self) -> tuple[list[CallRecord], list[EventRecord]]:
+        calls, events = self.calls, self.events
+        self.calls, self.events = [], []
+        return calls, events
+
+
+@dataclass(frozen=True)
+class Completion(Generic[T]):
+    value: T
+    prompt_tokens: int
+    completion_tokens: int
+    ms: float
+
+
+class StructuredLLM:
+    def __init__(self, backend: ChatBackend, log: CallLog | None = None, *, retries: int = 1):
+        self.backend = backend
+        self.log = log or CallLog()
+        self.retries = retries
+
+    @property
+    def model_id(self) -> str:
+        return self.backend.model_id
+
+    def complete(
+        self,
+        messages: ChatMessages,
+        *,
+        schema: type[T],
+        stage: str,
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+    ) -> Completion[T]:
+        json_schema = schema.model_json_schema()
+        prompt_tokens = completion_tokens = 0
+        started = time.perf_counter()
+        problem = ""
+        attempts = 0
+        for attempt in range(self.retries + 1):
+            attempts += 1
+            # A retry at temperature 0 would repeat the same answer; a little
+            # randomness gives a degenerate answer a chance to come out right.
+            raw = self.backend.chat(
+                messages,
+                schema=json_schema,
+                max_tokens=max_tokens,
+                temperature=temperature if attempt == 0 else max(temperature, 0.6),
+            )
+            prompt_tokens += raw.prompt_tokens
+            completion_tokens += raw.completion_tokens
+            try:
+                value = schema.model_validate_json(raw.text)
+            except ValidationError as e:
+                problem = _short(e, raw.text)
+                continue
+            ms = (time.perf_counter() - started) * 1000
+            self._record(stage, prompt_tokens, completion_tokens, ms, attempts, "ok")
+            return Completion(value, prompt_tokens, completion_tokens, ms)
+        ms = (time.perf_counter() - started) * 1000
+        self._record(stage, prompt_tokens, completion_tokens, ms, attempts, "failed")
+        raise LLMOutputError(f"{stage}: model {self.model_id} gave no valid answer in {attempts} attempts ({problem})")
+
+    def _record(self, stage: str, p: int, c: int, ms: float, attempts: int, outcome: str) -> None:
+        self.log.calls.append(CallRecord(stage, self.model_id, p, c, round(ms, 1), attempts, outcome))
+
+
+def _short(error: ValidationError, text: str) -> str:
+    first = error.errors()[0]
+    where = ".".join(str(p) for p in first.get("loc", ())) or "answer"
+    snippet = text[:60].replace("\n", " ")
+    return f"{where}: {first.get('msg', 'invalid')}; got {snippet!r}"

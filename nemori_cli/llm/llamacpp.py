@@ -1,0 +1,63 @@
+"""llama.cpp in-process through llama-cpp-python, with JSON-schema grammars.
+
+llama-cpp-python keeps the KV cache of the previous prompt and reuses the
+longest common prefix, so prompts are laid out fixed-instructions-first and
+the pipeline orders its calls by stage; one Llama object per process.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from nemori_cli.errors import ModelError
+from nemori_cli.llm.base import ChatMessages, RawCompletion
+
+
+def default_threads() -> int:
+    # Two llama.cpp workers spin-waiting on two cores slow each other ~10x;
+    # use the cores this process may actually run on.
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # macOS
+        return max(1, os.cpu_count() or 1)
+
+
+class LlamaCppBackend:
+    def __init__(self, path: Path, *, name: str, n_ctx: int = 4096, n_threads: int | None = None, seed: int = 42):
+        try:
+            from llama_cpp import Llama
+        except ImportError as e:  # pragma: no cover - install problem
+            raise ModelError(f"llama-cpp-python is not installed ({e}); run `make install`") from None
+        self.model_id = name
+        self.n_ctx = n_ctx
+        try:
+            self.llama = Llama(
+                model_path=str(path),
+                n_ctx=n_ctx,
+                n_threads=n_threads or default_threads(),
+                n_batch=512,
+                seed=seed,
+                verbose=False,
+            )
+        except (ValueError, RuntimeError) as e:
+            raise ModelError(f"model {name}: llama.cpp cannot load {path} ({e})") from None
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.llama.tokenize(text.encode("utf-8"), add_bos=False))
+
+    def chat(self, messages: ChatMessages, *, schema: dict, max_tokens: int, temperature: float) -> RawCompletion:
+        try:
+            out = self.llama.create_chat_completion(
+                messages=messages,
+                response_format={"type": "json_object", "schema": schema},
+                max_tokens=max_tokens,
+                temperature=temperature,
+                repeat_penalty=1.1,
+            )
+        except ValueError as e:
+            # llama.cpp raises ValueError when the prompt exceeds the context.
+            raise ModelError(f"model {self.model_id}: {e}") from None
+        usage = out.get("usage") or {}
+        text = out["choices"][0]["message"].get("content") or ""
+        return RawCompletion(text, int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0)))

@@ -1,0 +1,80 @@
+"""Stage 3: a group of messages becomes an episode draft (title, narrative, times).
+
+The model writes; deterministic passes make the result trustworthy:
+relative times in the messages are annotated with their dates before the model
+sees them, and any relative time left in the narrative is annotated after;
+a narrative that loops on one sentence is cut to its distinct sentences; a
+narrative with no absolute date gets the episode's date in front. When the
+model gives nothing usable, the episode is built from the messages themselves
+(a counted fallback), so no message is ever left without an episode.
+"""
+
+from __future__ import annotations
+
+import re
+
+from nemori_cli.domain import Message
+from nemori_cli.errors import LLMOutputError
+from nemori_cli.llm.base import StructuredLLM
+from nemori_cli.pipeline.partition import Group
+from nemori_cli.pipeline.timeexpr import annotate_relative_times, format_date
+from nemori_cli.prompts import narrative as prompt
+from nemori_cli.prompts.render import clip
+from nemori_cli.store.episodes import EpisodeDraft
+
+STAGE = "narration"
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+_YEAR = re.compile(r"\b(19|20)\d\d\b")
+
+
+def narrate(group: Group, llm: StructuredLLM) -> EpisodeDraft:
+    messages = list(group.messages)
+    try:
+        answer = llm.complete(prompt.render(messages), schema=prompt.Narrative, stage=STAGE, max_tokens=360).value
+        title, narrative = answer.title.strip(), answer.narrative.strip()
+        title, narrative = _repair(title, narrative, messages, llm)
+    except LLMOutputError as e:
+        llm.log.fallback(STAGE, f"{e.message}; narrative built from the messages")
+        title, narrative = fallback_narrative(messages)
+    return EpisodeDraft(
+        title=title,
+        narrative=narrative,
+        start=messages[0].timestamp,
+        end=messages[-1].timestamp,
+        boundary=group.boundary,
+        message_ids=tuple(m.id for m in messages),
+    )
+
+
+def _repair(title: str, narrative: str, messages: list[Message], llm: StructuredLLM) -> tuple[str, str]:
+    anchor = messages[0].timestamp
+    fixes = []
+    sentences = _SENTENCE.split(narrative)
+    distinct = list(dict.fromkeys(s.strip() for s in sentences if s.strip()))
+    if len(distinct) < len(sentences):
+        fixes.append(f"dropped {len(sentences) - len(distinct)} repeated sentences")
+        narrative = " ".join(distinct)
+    annotated = annotate_relative_times(narrative, anchor)
+    if annotated != narrative:
+        fixes.append("annotated relative times")
+        narrative = annotated
+    if not _YEAR.search(narrative):
+        fixes.append("added the episode date")
+        narrative = f"On {format_date(anchor.date())}, {narrative[0].lower()}{narrative[1:]}" if narrative else narrative
+    if not title:
+        title = clip(messages[0].content, 60)
+        fixes.append("title from first message")
+    if fixes:
+        llm.log.repaired(STAGE, "; ".join(fixes))
+    return title, narrative
+
+
+def fallback_narrative(messages: list[Message]) -> tuple[str, str]:
+    """An honest, searchable episode without a model: who said what, when."""
+    day = format_date(messages[0].timestamp.date())
+    people = " and ".join(dict.fromkeys(m.speaker for m in messages))
+    title = clip(f"{people}: {messages[0].content}", 80)
+    said = " ".join(
+        f"{m.speaker} said: \"{clip(annotate_relative_times(m.content, m.timestamp), 200)}\"" for m in messages
+    )
+    return title, clip(f"On {day}, {people} talked. {said}", prompt.NARRATIVE_MAX * 2)

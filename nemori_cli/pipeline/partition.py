@@ -1,0 +1,138 @@
+"""Stage 2: cut a window of messages into episode groups, never trusting the model.
+
+Order of evidence:
+1. A long silence (``gap_minutes``) always starts a new episode: free and certain.
+2. Inside each stretch without such a gap, the model proposes boundaries. Its
+   answer is repaired: positions sorted and deduplicated; a run of consecutive
+   positions ([11, 12, 13, 14]) collapses to its first (small models, once
+   started, tend to list every following number); groups shorter than
+   ``min_group`` merge into their neighbour.
+3. When the model gives no valid answer, a deterministic split replaces it:
+   stretches longer than ``max_group`` are cut where adjacent messages are
+   least similar (embedding cosine). Counted as a fallback.
+
+The result is always a partition: every message in exactly one group, in order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from nemori_cli.domain import Message, to_epoch
+from nemori_cli.embed.base import Embedder
+from nemori_cli.errors import LLMOutputError
+from nemori_cli.llm.base import StructuredLLM
+from nemori_cli.prompts import partition as prompt
+
+STAGE = "partition"
+
+
+@dataclass(frozen=True)
+class Group:
+    messages: tuple[Message, ...]
+    boundary: str  # what started it: "start", "time-gap", "model", "fallback"
+
+
+@dataclass(frozen=True)
+class PartitionSettings:
+    gap_minutes: float = 120.0
+    min_group: int = 3
+    max_group: int = 12
+    min_model_stretch: int = 6  # shorter stretches are one episode; no call needed
+
+
+def split_on_gaps(messages: list[Message], gap_minutes: float) -> list[list[Message]]:
+    stretches: list[list[Message]] = [[messages[0]]] if messages else []
+    for prev, cur in zip(messages, messages[1:]):
+        if to_epoch(cur.timestamp) - to_epoch(prev.timestamp) >= gap_minutes * 60:
+            stretches.append([cur])
+        else:
+            stretches[-1].append(cur)
+    return stretches
+
+
+def repair_boundaries(raw: list[int], n: int, min_group: int) -> list[int]:
+    """Valid, ascending 0-based start positions (excluding 0) from a model's 1-based answer."""
+    positions = sorted({p - 1 for p in raw if 2 <= p <= n})
+    collapsed = [p for i, p in enumerate(positions) if i == 0 or p != positions[i - 1] + 1]
+    kept: list[int] = []
+    for p in collapsed:
+        previous = kept[-1] if kept else 0
+        if p - previous >= min_group and n - p >= min_group:
+            kept.append(p)
+    return kept
+
+
+def similarity_cuts(vectors: np.ndarray, max_group: int, min_group: int) -> list[int]:
+    """Cut positions so no group exceeds max_group, at the least similar neighbours."""
+    n = len(vectors)
+    if n <= max_group:
+        return []
+    adjacent = np.einsum("ij,ij->i", vectors[:-1], vectors[1:])  # cos(m[i], m[i+1]); vectors are unit length
+    cuts: list[int] = []
+    start = 0
+    while n - start > max_group:
+        lo, hi = start + min_group, min(start + max_group, n - min_group)
+        if hi < lo:
+            break
+        candidates = range(lo, hi + 1)
+        cut = min(candidates, key=lambda p: adjacent[p - 1])  # cut before message p
+        cuts.append(cut)
+        start = cut
+    return cuts
+
+
+def _groups(stretch: list[Message], cuts: list[int], how: str, first: str) -> list[Group]:
+    edges = [0, *cuts, len(stretch)]
+    return [
+        Group(tuple(stretch[a:b]), first if i == 0 else how)
+        for i, (a, b) in enumerate(zip(edges, edges[1:]))
+    ]
+
+
+def partition(
+    messages: list[Message],
+    llm: StructuredLLM,
+    embedder: Embedder,
+    settings: PartitionSettings = PartitionSettings(),
+) -> list[Group]:
+    groups: list[Group] = []
+    for s, stretch in enumerate(split_on_gaps(messages, settings.gap_minutes)):
+        first = "start" if s == 0 else "time-gap"
+        if len(stretch) < settings.min_model_stretch:
+            groups.append(Group(tuple(stretch), first))
+            continue
+        groups.extend(_partition_stretch(stretch, llm, embedder, settings, first))
+    assert [m.id for g in groups for m in g.messages] == [m.id for m in messages], "not a partition"
+    return groups
+
+
+def _partition_stretch(
+    stretch: list[Message], llm: StructuredLLM, embedder: Embedder, settings: PartitionSettings, first: str
+) -> list[Group]:
+    n = len(stretch)
+    schema = prompt.schema_for(n, max(1, n // settings.min_group))
+    try:
+        answer = llm.complete(prompt.render(stretch), schema=schema, stage=STAGE, max_tokens=48).value
+    except LLMOutputError as e:
+        llm.log.fallback(STAGE, f"no usable boundaries ({e.message}); split by similarity")
+        vectors = embedder.embed_documents([f"{m.speaker}: {m.content}" for m in stretch])
+        return _groups(stretch, similarity_cuts(vectors, settings.max_group, settings.min_group), "fallback", first)
+    raw = list(answer.boundaries)
+    cuts = repair_boundaries(raw, n, settings.min_group)
+    if sorted(set(raw)) != [c + 1 for c in cuts]:
+        llm.log.repaired(STAGE, f"boundaries {raw} -> {[c + 1 for c in cuts]}")
+    groups = _groups(stretch, cuts, "model", first)
+    # A model that saw no boundary in a long stretch still must not make a
+    # 40-message episode: cut the oversized groups by similarity.
+    final: list[Group] = []
+    for g in groups:
+        if len(g.messages) > settings.max_group:
+            vectors = embedder.embed_documents([f"{m.speaker}: {m.content}" for m in g.messages])
+            extra = similarity_cuts(vectors, settings.max_group, settings.min_group)
+            final.extend(_groups(list(g.messages), extra, "size", g.boundary))
+        else:
+            final.append(g)
+    return final

@@ -1,0 +1,286 @@
+"""Turn input files into IncomingMessages: JSON Lines and LoCoMo.
+
+Every problem a user can cause becomes one InputError line that names the
+source (and, for JSONL, the 1-based line), what is wrong and what is expected,
+so the CLI can print it as is. Readers take bytes, not text, so an encoding
+problem is reported where it is instead of as a decoder traceback.
+
+JSONL: one object per line, blank lines skipped. ``speaker`` (alias ``role``),
+``content`` (alias ``text``), ``timestamp`` (ISO 8601; a trailing Z means UTC),
+optional ``id`` and ``session`` (string or integer). Other fields are ignored.
+The timestamp has no aliases on purpose: guessing at ``time``/``date`` would
+silently accept files whose times mean something else.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import typing
+from datetime import datetime, timedelta
+
+from nemori_cli.domain import IncomingMessage
+from nemori_cli.errors import InputError
+
+_BOM = b"\xef\xbb\xbf"
+_TS_EXAMPLE = "ISO 8601, e.g. 2023-05-08T13:56:00"
+_ONE_OBJECT = "expected one JSON object per line"
+_LOCOMO_FILE = "expected a LoCoMo file (a JSON list of samples)"
+_LOCOMO_DATE = "expected a date like '1:56 pm on 8 May, 2023'"
+_TURN = "expected {speaker, dia_id, text}"
+_LOCOMO_DT = re.compile(
+    r"(\d{1,2}):(\d{2})\s*([ap])\.?m\.?\s+on\s+(\d{1,2})\s+([a-z]+),?\s+(\d{4})", re.I
+)
+# Month names spelled out here rather than via strptime's %B, which follows
+# the process locale and would break on a non-English machine.
+_MONTHS = {
+    m: i
+    for i, name in enumerate(
+        "january february march april may june july august september october"
+        " november december".split(),
+        1,
+    )
+    for m in (name, name[:3])
+}
+_SESSION_KEY = re.compile(r"session_(\d+)")
+_JSON_KINDS = {
+    list: "array", str: "string", int: "number", float: "number", bool: "boolean",
+    type(None): "null",
+}
+
+
+def _quote(value: object, limit: int = 60) -> str:
+    """repr() keeps the error on one line; the cut keeps it readable."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def parse_timestamp(value: str) -> datetime:
+    """Parse ISO 8601. A trailing 'Z' gives UTC-aware; no offset stays naive."""
+    text = value.strip()
+    if text[-1:] in ("Z", "z"):
+        text = text[:-1] + "+00:00"
+    if not text:
+        raise ValueError("empty timestamp")
+    return datetime.fromisoformat(text)  # raises ValueError with its own reason
+
+
+def parse_locomo_datetime(value: str) -> datetime:
+    """'1:56 pm on 8 May, 2023' -> naive datetime(2023, 5, 8, 13, 56).
+
+    Naive because LoCoMo gives no zone; inventing one would shift the times.
+    """
+    m = _LOCOMO_DT.fullmatch(value.strip())
+    if not m:
+        raise ValueError(f"{_quote(value)} is not a LoCoMo date; {_LOCOMO_DATE}")
+    hour, minute, ampm, day, month_name, year = m.groups()
+    hour, minute = int(hour), int(minute)
+    month = _MONTHS.get(month_name.lower())
+    if month is None or not 1 <= hour <= 12:
+        raise ValueError(f"{_quote(value)} is not a LoCoMo date; {_LOCOMO_DATE}")
+    hour = hour % 12 + (12 if ampm.lower() == "p" else 0)  # 12 am is 0h, 12 pm is 12h
+    return datetime(int(year), month, int(day), hour, minute)
+
+
+def _decode(raw: bytes, source_name: str, first_line: int = 1) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        # Point at the bad byte by line and column: a byte offset is useless in an editor.
+        line = first_line + raw.count(b"\n", 0, e.start)
+        column = e.start - raw.rfind(b"\n", 0, e.start)
+        raise InputError(
+            f"{source_name}:{line}: not UTF-8 text (byte 0x{raw[e.start]:02x} at column {column});"
+            " expected UTF-8 encoded input"
+        ) from None
+
+
+def _opt_key(obj: dict, name: str, where: str) -> str | None:
+    """id/session: a string or an integer (bool is not a number here)."""
+    value = obj.get(name)
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if isinstance(value, str) and value.strip():
+        return value
+    raise InputError(
+        f"{where}: '{name}' is {_quote(value)}; expected a non-empty string or an integer"
+    )
+
+
+def _text_field(obj: dict, names: tuple[str, str], where: str, what: str) -> str:
+    key = names[0] if names[0] in obj else names[1]
+    if key not in obj:
+        raise InputError(f"{where}: no '{names[0]}' (or '{names[1]}'); each line needs {what}")
+    value = obj[key]
+    if not isinstance(value, str):
+        raise InputError(f"{where}: '{key}' is {_quote(value)}; expected a string")
+    if not value.strip():
+        raise InputError(f"{where}: '{key}' is empty; expected {what}")
+    return value
+
+
+def read_jsonl(
+    stream: typing.BinaryIO, source_name: str, *, default_timestamp: datetime | None = None
+) -> list[IncomingMessage]:
+    """Read JSON Lines; ``default_timestamp`` fills only missing timestamps."""
+    messages: list[IncomingMessage] = []
+    seen_ids: dict[str, int] = {}
+    for lineno, raw in enumerate(stream, 1):
+        where = f"{source_name}:{lineno}"
+        if lineno == 1 and raw.startswith(_BOM):
+            raw = raw[len(_BOM) :]  # editors on Windows add one; it is not content
+        text = _decode(raw.rstrip(b"\r\n"), source_name, lineno)
+        if not text.strip():
+            continue
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise InputError(
+                f"{where}: not valid JSON ({e.msg} at column {e.colno}); {_ONE_OBJECT}"
+            ) from None
+        if not isinstance(obj, dict):
+            kind = _JSON_KINDS.get(type(obj), "value")
+            raise InputError(f"{where}: a JSON {kind}, not an object; {_ONE_OBJECT}")
+        speaker = _text_field(obj, ("speaker", "role"), where, "a speaker name")
+        content = _text_field(obj, ("content", "text"), where, "the message text")
+        stamp = obj.get("timestamp")
+        if stamp is None:
+            if default_timestamp is None:
+                raise InputError(
+                    f"{where}: no 'timestamp' ({_TS_EXAMPLE});"
+                    " pass --default-timestamp to supply one"
+                )
+            timestamp = default_timestamp
+        else:
+            try:
+                if not isinstance(stamp, str):
+                    raise ValueError
+                timestamp = parse_timestamp(stamp)
+            except ValueError:
+                raise InputError(
+                    f"{where}: 'timestamp' {_quote(stamp)} is not a date-time;"
+                    f" expected {_TS_EXAMPLE}"
+                ) from None
+        source_id = _opt_key(obj, "id", where)
+        if source_id is not None:
+            if source_id in seen_ids:
+                raise InputError(
+                    f"{where}: id {_quote(source_id)} already used on line {seen_ids[source_id]};"
+                    " expected ids unique within one input"
+                )
+            seen_ids[source_id] = lineno
+        messages.append(
+            IncomingMessage(
+                speaker=speaker,
+                content=content,
+                timestamp=timestamp,
+                source_id=source_id,
+                session=_opt_key(obj, "session", where),
+                line=lineno,
+            )
+        )
+    if not messages:
+        raise InputError(f"{source_name}: no messages (empty input)")
+    return messages
+
+
+def _load_samples(stream: typing.BinaryIO, source_name: str) -> list[dict]:
+    raw = stream.read()
+    text = _decode(raw[len(_BOM) :] if raw.startswith(_BOM) else raw, source_name)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError(
+            f"{source_name}:{e.lineno}: not valid JSON ({e.msg} at column {e.colno});"
+            f" {_LOCOMO_FILE}"
+        ) from None
+    if not isinstance(data, list) or not data:
+        raise InputError(f"{source_name}: top level is not a non-empty JSON list; {_LOCOMO_FILE}")
+    for i, sample in enumerate(data):
+        if not isinstance(sample, dict) or "sample_id" not in sample:
+            raise InputError(f"{source_name}: item {i} has no 'sample_id'; {_LOCOMO_FILE}")
+        if not isinstance(sample.get("conversation"), dict):
+            name = _quote(str(sample["sample_id"]))
+            raise InputError(f"{source_name}: sample {name} has no 'conversation'; {_LOCOMO_FILE}")
+    return data
+
+
+def list_locomo_samples(stream: typing.BinaryIO, source_name: str = "<input>") -> list[str]:
+    """The sample ids in a LoCoMo file, in file order."""
+    return [str(s["sample_id"]) for s in _load_samples(stream, source_name)]
+
+
+def read_locomo(
+    stream: typing.BinaryIO, source_name: str, *, sample_id: str | None
+) -> list[IncomingMessage]:
+    """Read one LoCoMo sample's sessions in order.
+
+    Turns get their session's time plus i seconds: LoCoMo dates sessions to the
+    minute only, and distinct increasing times keep the order explicit without
+    moving any turn out of its minute (sessions have far fewer than 60 turns).
+    """
+    samples = _load_samples(stream, source_name)
+    ids = [str(s["sample_id"]) for s in samples]
+    available = ", ".join(ids)
+    if sample_id is None:
+        if len(samples) != 1:
+            raise InputError(
+                f"{source_name}: holds {len(samples)} samples;"
+                f" expected a sample id to choose one ({available})"
+            )
+        sample = samples[0]
+    elif ids.count(sample_id) == 1:
+        sample = samples[ids.index(sample_id)]
+    elif sample_id in ids:
+        raise InputError(f"{source_name}: sample id {_quote(sample_id)} appears more than once")
+    else:
+        raise InputError(f"{source_name}: no sample {_quote(sample_id)}; available: {available}")
+
+    conv = sample["conversation"]
+    where = f"{source_name}: sample {_quote(str(sample['sample_id']))}"
+    # Some samples carry more session_N_date_time keys than sessions; only the
+    # session lists themselves decide what is read.
+    numbers = sorted(int(m.group(1)) for k in conv if (m := _SESSION_KEY.fullmatch(k)))
+    if not numbers:
+        raise InputError(f"{where} has no session_N lists; expected a LoCoMo conversation")
+    messages: list[IncomingMessage] = []
+    for n in numbers:
+        key, date_key = f"session_{n}", f"session_{n}_date_time"
+        turns = conv[key]
+        if not isinstance(turns, list):
+            raise InputError(f"{where} {key} is not a list; expected a list of turns")
+        date = conv.get(date_key)
+        if not isinstance(date, str):
+            raise InputError(f"{where} {key} has no '{date_key}'; {_LOCOMO_DATE}")
+        try:
+            start = parse_locomo_datetime(date)
+        except ValueError:
+            raise InputError(f"{where} '{date_key}' is {_quote(date)}; {_LOCOMO_DATE}") from None
+        for i, turn in enumerate(turns):
+            at = f"{where} {key} turn {i + 1}"
+            if not isinstance(turn, dict):
+                raise InputError(f"{at} is not an object; {_TURN}")
+            for field in ("speaker", "dia_id", "text"):
+                if not isinstance(turn.get(field), str):
+                    raise InputError(f"{at}: '{field}' missing or not a string; {_TURN}")
+            content = turn["text"]
+            caption = turn.get("blip_caption")
+            if isinstance(caption, str) and caption.strip():
+                # Image turns often say only "look at this"; the caption is the content.
+                content = f"{content} [shares a photo: {caption.strip()}]".strip()
+            if not content.strip() or not turn["speaker"].strip():
+                raise InputError(f"{at}: empty speaker or text; expected a speaker and some text")
+            messages.append(
+                IncomingMessage(
+                    speaker=turn["speaker"],
+                    content=content,
+                    timestamp=start + timedelta(seconds=i),
+                    source_id=turn["dia_id"],
+                    session=str(n),
+                )
+            )
+    if not messages:
+        raise InputError(f"{where}: no messages (all sessions are empty)")
+    return messages

@@ -1,0 +1,117 @@
+"""The persisted pipeline: store messages, then turn the pending buffer into episodes.
+
+Resumability comes from the database, not from memory: a message is pending
+until the transaction that writes its episode commits. Each window's episodes,
+their indexes, the messages' ownership and the window's LLM call log are one
+transaction, so Ctrl-C or a crash at any point leaves either the whole window
+done or none of it, and the next run picks up the same pending messages.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from nemori_cli.domain import IncomingMessage, Message
+from nemori_cli.embed.base import Embedder, identity
+from nemori_cli.llm.base import StructuredLLM
+from nemori_cli.pipeline.narrate import narrate
+from nemori_cli.pipeline.partition import Group, PartitionSettings, partition
+from nemori_cli.store import episodes as episode_sql
+from nemori_cli.store import messages as message_sql
+from nemori_cli.store import telemetry
+from nemori_cli.store.db import Database
+
+Progress = Callable[[int, int], None]  # (messages done, messages to do)
+
+
+@dataclass
+class IngestReport:
+    read: int = 0
+    added: int = 0
+    episodes: int = 0
+    windows: int = 0
+    pending: int = 0
+    seconds: float = 0.0
+
+
+class Pipeline:
+    def __init__(
+        self,
+        db: Database,
+        user: str,
+        llm: StructuredLLM,
+        embedder: Embedder,
+        *,
+        window: int = 20,
+        partition_settings: PartitionSettings = PartitionSettings(),
+    ):
+        if window < 2:
+            raise ValueError("window must be at least 2")
+        self.db, self.user, self.llm, self.embedder = db, user, llm, embedder
+        self.window = window
+        self.partition_settings = partition_settings
+
+    def store(self, incoming: list[IncomingMessage], namespace: str = "") -> int:
+        """Store new messages (all or none); returns how many were new."""
+        with self.db.transaction():
+            self.db.bind_embedder(identity(self.embedder), self.embedder.dimensions)
+            return message_sql.insert_messages(self.db, self.user, incoming, namespace)
+
+    def process(self, *, flush: bool, progress: Progress | None = None) -> IngestReport:
+        """Turn pending messages into episodes, window by window.
+
+        Without ``flush``, a tail shorter than the window waits for more
+        messages; the last group of a full window also waits, because the
+        conversation it belongs to may go on in the next messages.
+        """
+        report = IngestReport()
+        started = time.perf_counter()
+        total = message_sql.count_pending(self.db, self.user)
+        done = 0
+        if progress:
+            progress(0, total)
+        while True:
+            window = message_sql.pending(self.db, self.user, limit=self.window)
+            full = len(window) >= self.window
+            if not window or (not full and not flush):
+                break
+            more_after = message_sql.count_pending(self.db, self.user) > len(window)
+            groups = partition(window, self.llm, self.embedder, self.partition_settings)
+            if len(groups) > 1 and (more_after or not flush):
+                groups = groups[:-1]  # carried into the next window
+            report.episodes += self._write(groups)
+            report.windows += 1
+            done += sum(len(g.messages) for g in groups)
+            if progress:
+                progress(done, total)
+        report.pending = message_sql.count_pending(self.db, self.user)
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def _write(self, groups: list[Group]) -> int:
+        drafts = [narrate(g, self.llm) for g in groups]
+        vectors = self.embedder.embed_documents([f"{d.title}\n{d.narrative}" for d in drafts])
+        with self.db.transaction():
+            ids = [m.id for g in groups for m in g.messages]
+            if not _still_pending(self.db, self.user, ids):
+                return 0  # another process took this window meanwhile; nothing to add
+            for draft, vector in zip(drafts, vectors):
+                episode_sql.add(self.db, self.user, draft, vector)
+            calls, events = self.llm.log.drain()
+            telemetry.write(self.db, self.user, calls, events)
+        return len(drafts)
+
+
+def _still_pending(db: Database, user: str, ids: list[int]) -> bool:
+    marks = ",".join("?" * len(ids))
+    row = db.one(
+        f"SELECT count(*) AS n FROM messages WHERE user_id = ? AND episode_id IS NULL AND id IN ({marks})",
+        (user, *ids),
+    )
+    return bool(row) and row["n"] == len(ids)
+
+
+def pending_messages(db: Database, user: str) -> list[Message]:
+    return message_sql.pending(db, user)

@@ -1,0 +1,53 @@
+"""Answering a question from retrieved memories, with their dates for relative time."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Literal
+
+from pydantic import BaseModel, Field, create_model
+
+from nemori_cli.domain import Hit
+from nemori_cli.prompts.render import clip, message_lines, when
+
+ANSWER_MAX = 400
+
+SYSTEM = (
+    "You answer questions about a person's past conversations using only the memories "
+    "given. Each memory has an id and the date it happened. When a memory says "
+    "'yesterday' or 'last week', work out the date from the memory's own date. Give "
+    "dates as absolute dates. Be brief: a short phrase, not a paragraph. If the memories "
+    "do not contain the answer, say that you do not know. Answer with JSON only."
+)
+
+
+@lru_cache(maxsize=64)
+def schema_for(ids: tuple[int, ...]) -> type[BaseModel]:
+    source = Literal[ids] if ids else int  # type: ignore[valid-type]
+    return create_model(
+        "Answer",
+        answer=(str, Field(min_length=1, max_length=ANSWER_MAX, description="The short answer.")),
+        sources=(
+            list[source],  # type: ignore[valid-type]
+            Field(default_factory=list, max_length=3, description="Ids of the memories the answer comes from."),
+        ),
+    )
+
+
+def render_memories(hits: list[Hit], raw_for_top: int) -> str:
+    blocks = []
+    for rank, hit in enumerate(hits):
+        block = f"[{hit.id}] ({when(hit.start)}) {hit.title}: {clip(hit.text, 900)}"
+        if rank < raw_for_top and hit.messages:
+            block += "\n  Messages:\n" + "\n".join("  " + line for line in message_lines(hit.messages, numbered=False, limit=200).splitlines())
+        blocks.append(block)
+    return "\n".join(blocks)
+
+
+def render(question: str, hits: list[Hit], *, raw_for_top: int, now: str | None = None) -> list[dict[str, str]]:
+    memories = render_memories(hits, raw_for_top) if hits else "(no memories found)"
+    today = f"\nToday is {now}." if now else ""
+    return [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": f"Memories:\n{memories}\n{today}\nQuestion: {question}"},
+    ]

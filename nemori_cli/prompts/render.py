@@ -1,0 +1,37 @@
+"""Compact renderings of messages and dates shared by the prompts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from nemori_cli.domain import Message
+from nemori_cli.pipeline.timeexpr import annotate_relative_times, format_date
+
+
+def when(ts: datetime) -> str:
+    """'8 May 2023 13:56': the date spelled out so no model has to parse ISO."""
+    return f"{format_date(ts.date())} {ts:%H:%M}"
+
+
+def clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def message_lines(messages: Sequence[Message], *, numbered: bool, limit: int = 400) -> str:
+    """One line per message; relative times annotated with the date they mean.
+
+    The date is written only when it changes, which keeps a window of twenty
+    same-day messages short.
+    """
+    lines = []
+    last_day = None
+    for i, m in enumerate(messages, start=1):
+        day = m.timestamp.date()
+        stamp = when(m.timestamp) if day != last_day else f"{m.timestamp:%H:%M}"
+        last_day = day
+        text = clip(annotate_relative_times(m.content, m.timestamp), limit)
+        prefix = f"[{i}] " if numbered else ""
+        lines.append(f"{prefix}({stamp}) {m.speaker}: {text}")
+    return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""Retrieval without an LLM (search) and answering with one (answer)."""

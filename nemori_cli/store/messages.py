@@ -1,0 +1,112 @@
+"""SQL for messages: storing an input idempotently, and the pending buffer."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Iterable
+from datetime import datetime
+
+from nemori_cli.domain import IncomingMessage, Message, to_epoch
+from nemori_cli.store.db import Database, now_iso
+
+
+def message_key(msg: IncomingMessage, occurrence: int, namespace: str = "") -> str:
+    """A stable identity: the id it came with, else a hash of what it says.
+
+    Two identical id-less messages in one input (two "ok" at the same second)
+    are told apart by their occurrence number, so re-reading the same input
+    maps each line to the same key and adds nothing.
+    """
+    if msg.source_id is not None:
+        return f"id:{namespace}{msg.source_id}"
+    body = "\x00".join([msg.speaker, msg.content, msg.timestamp.isoformat(), msg.session or ""])
+    return f"h:{hashlib.sha256(body.encode()).hexdigest()[:32]}#{occurrence}"
+
+
+def keys_for(messages: Iterable[IncomingMessage], namespace: str = "") -> list[str]:
+    seen: Counter[str] = Counter()
+    keys = []
+    for msg in messages:
+        base = message_key(msg, 0, namespace)
+        seen[base] += 1
+        keys.append(message_key(msg, seen[base] - 1, namespace))
+    return keys
+
+
+def insert_messages(db: Database, user: str, messages: list[IncomingMessage], namespace: str = "") -> int:
+    """Store messages not seen before; returns how many were new. Caller holds the transaction."""
+    before = db.conn.total_changes()
+    stamp = now_iso()
+    db.conn.executemany(
+        "INSERT INTO messages(user_id, msg_key, source_id, session, speaker, content, ts, ts_epoch, ingested_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(user_id, msg_key) DO NOTHING",
+        [
+            (user, key, m.source_id, m.session, m.speaker, m.content, m.timestamp.isoformat(), to_epoch(m.timestamp), stamp)
+            for m, key in zip(messages, keys_for(messages, namespace))
+        ],
+    )
+    return db.conn.total_changes() - before
+
+
+def _message(row: dict) -> Message:
+    return Message(
+        id=row["id"],
+        user=row["user_id"],
+        key=row["msg_key"],
+        speaker=row["speaker"],
+        content=row["content"],
+        timestamp=datetime.fromisoformat(row["ts"]),
+        source_id=row["source_id"],
+        session=row["session"],
+        episode_id=row["episode_id"],
+    )
+
+
+_COLUMNS = "id, user_id, msg_key, speaker, content, ts, source_id, session, episode_id"
+
+
+def pending(db: Database, user: str, limit: int | None = None) -> list[Message]:
+    """The buffer: messages no episode owns yet, oldest first."""
+    sql = f"SELECT {_COLUMNS} FROM messages WHERE user_id = ? AND episode_id IS NULL ORDER BY ts_epoch, id"
+    params: tuple = (user,)
+    if limit is not None:
+        sql += " LIMIT ?"
+        params = (user, limit)
+    return [_message(r) for r in db.query(sql, params)]
+
+
+def count_pending(db: Database, user: str) -> int:
+    row = db.one("SELECT count(*) AS n FROM messages WHERE user_id = ? AND episode_id IS NULL", (user,))
+    return int(row["n"]) if row else 0
+
+
+def all_messages(db: Database, user: str, *, pending_only: bool = False, limit: int | None = None) -> list[Message]:
+    if pending_only:
+        return pending(db, user, limit)
+    sql = f"SELECT {_COLUMNS} FROM messages WHERE user_id = ? ORDER BY ts_epoch, id"
+    if limit is not None:
+        return [_message(r) for r in db.query(sql + " LIMIT ?", (user, limit))]
+    return [_message(r) for r in db.query(sql, (user,))]
+
+
+def of_episodes(db: Database, user: str, episode_ids: list[int]) -> dict[int, list[Message]]:
+    """Raw messages of several episodes, each list in time order."""
+    if not episode_ids:
+        return {}
+    marks = ",".join("?" * len(episode_ids))
+    rows = db.query(
+        f"SELECT {_COLUMNS} FROM messages WHERE user_id = ? AND episode_id IN ({marks}) ORDER BY ts_epoch, id",
+        (user, *episode_ids),
+    )
+    grouped: dict[int, list[Message]] = {i: [] for i in episode_ids}
+    for row in rows:
+        grouped[row["episode_id"]].append(_message(row))
+    return grouped
+
+
+def assign(db: Database, user: str, message_ids: list[int], episode_id: int) -> None:
+    db.conn.executemany(
+        "UPDATE messages SET episode_id = ? WHERE user_id = ? AND id = ? AND episode_id IS NULL",
+        [(episode_id, user, mid) for mid in message_ids],
+    )

@@ -1,0 +1,74 @@
+"""Numbered, append-only schema migrations.
+
+Never edit a migration that has shipped: add the next number. Each one is
+applied together with its record in a single transaction, so a crash leaves
+the schema either before or after it, never between.
+
+Vector tables are not here: their width depends on the embedder, so they are
+created when a database is first bound to one (see db.bind_embedder).
+"""
+
+MIGRATIONS: list[tuple[int, str, str]] = [
+    (
+        1,
+        "messages, episodes, full-text index, llm call log",
+        """
+        CREATE TABLE meta (
+            key   TEXT PRIMARY KEY,
+            value TEXT NOT NULL
+        );
+        CREATE TABLE episodes (
+            id          INTEGER PRIMARY KEY,
+            user_id     TEXT NOT NULL,
+            title       TEXT NOT NULL,
+            narrative   TEXT NOT NULL,
+            start_ts    TEXT NOT NULL,
+            end_ts      TEXT NOT NULL,
+            start_epoch REAL NOT NULL,
+            end_epoch   REAL NOT NULL,
+            boundary    TEXT NOT NULL,          -- how the group was cut: model, time-gap, fallback, flush
+            status      TEXT NOT NULL DEFAULT 'active',
+            created_at  TEXT NOT NULL
+        );
+        CREATE INDEX episodes_by_user_time ON episodes(user_id, start_epoch);
+        CREATE TABLE messages (
+            id          INTEGER PRIMARY KEY,
+            user_id     TEXT NOT NULL,
+            msg_key     TEXT NOT NULL,          -- stable identity: re-ingesting adds nothing
+            source_id   TEXT,                   -- the id it was ingested with
+            session     TEXT,
+            speaker     TEXT NOT NULL,
+            content     TEXT NOT NULL,
+            ts          TEXT NOT NULL,          -- ISO 8601 as given (naive stays naive)
+            ts_epoch    REAL NOT NULL,          -- for ordering; naive read as UTC
+            episode_id  INTEGER REFERENCES episodes(id),   -- NULL while pending
+            ingested_at TEXT NOT NULL,
+            UNIQUE (user_id, msg_key)
+        );
+        CREATE INDEX messages_by_episode ON messages(user_id, episode_id, ts_epoch, id);
+        CREATE VIRTUAL TABLE episode_fts USING fts5(
+            title, narrative, user_id UNINDEXED, tokenize = 'porter unicode61'
+        );
+        CREATE TABLE llm_calls (
+            id                INTEGER PRIMARY KEY,
+            user_id           TEXT NOT NULL,
+            stage             TEXT NOT NULL,
+            model             TEXT NOT NULL,
+            prompt_tokens     INTEGER NOT NULL,
+            completion_tokens INTEGER NOT NULL,
+            ms                REAL NOT NULL,
+            attempts          INTEGER NOT NULL,
+            outcome           TEXT NOT NULL,    -- ok | failed
+            created_at        TEXT NOT NULL
+        );
+        CREATE TABLE stage_events (
+            id         INTEGER PRIMARY KEY,
+            user_id    TEXT NOT NULL,
+            stage      TEXT NOT NULL,
+            kind       TEXT NOT NULL,           -- repaired | fallback
+            detail     TEXT NOT NULL,
+            created_at TEXT NOT NULL
+        );
+        """,
+    ),
+]

@@ -1,0 +1,69 @@
+"""SQL for the LLM call log and pipeline events, and the stats built from them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nemori_cli.store.db import Database, now_iso
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    stage: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    ms: float
+    attempts: int
+    outcome: str  # ok | failed
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    stage: str
+    kind: str  # repaired | fallback
+    detail: str
+
+
+def write(db: Database, user: str, calls: list[CallRecord], events: list[EventRecord]) -> None:
+    stamp = now_iso()
+    db.conn.executemany(
+        "INSERT INTO llm_calls(user_id, stage, model, prompt_tokens, completion_tokens, ms, attempts, outcome, created_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [(user, c.stage, c.model, c.prompt_tokens, c.completion_tokens, c.ms, c.attempts, c.outcome, stamp) for c in calls],
+    )
+    db.conn.executemany(
+        "INSERT INTO stage_events(user_id, stage, kind, detail, created_at) VALUES (?, ?, ?, ?, ?)",
+        [(user, e.stage, e.kind, e.detail, stamp) for e in events],
+    )
+
+
+def stage_stats(db: Database, user: str) -> list[dict]:
+    """Per stage: calls, attempts, tokens, seconds, failed calls, repairs, fallbacks."""
+    calls = db.query(
+        "SELECT stage, count(*) AS calls, sum(attempts) AS attempts, sum(prompt_tokens) AS prompt_tokens,"
+        " sum(completion_tokens) AS completion_tokens, round(sum(ms) / 1000.0, 2) AS seconds,"
+        " sum(outcome = 'failed') AS failed"
+        " FROM llm_calls WHERE user_id = ? GROUP BY stage",
+        (user,),
+    )
+    events = db.query(
+        "SELECT stage, sum(kind = 'repaired') AS repaired, sum(kind = 'fallback') AS fallbacks"
+        " FROM stage_events WHERE user_id = ? GROUP BY stage",
+        (user,),
+    )
+    by_stage: dict[str, dict] = {}
+    for row in calls:
+        by_stage[row["stage"]] = {**row, "repaired": 0, "fallbacks": 0}
+    empty = {"calls": 0, "attempts": 0, "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0, "failed": 0}
+    for row in events:
+        entry = by_stage.setdefault(row["stage"], {"stage": row["stage"], **empty})
+        entry["repaired"], entry["fallbacks"] = int(row["repaired"] or 0), int(row["fallbacks"] or 0)
+    return sorted(by_stage.values(), key=lambda r: r["stage"])
+
+
+def recent_events(db: Database, user: str, limit: int = 20) -> list[dict]:
+    return db.query(
+        "SELECT stage, kind, detail, created_at FROM stage_events WHERE user_id = ? ORDER BY id DESC LIMIT ?",
+        (user, limit),
+    )

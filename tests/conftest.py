@@ -1,0 +1,58 @@
+"""Shared fixtures: fake LLM and embedder for unit tests, paths for the real stack."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from nemori_cli.domain import IncomingMessage
+from nemori_cli.embed.fake import FakeEmbedder
+from nemori_cli.llm.base import StructuredLLM
+from nemori_cli.llm.fake import FakeBackend
+from nemori_cli.store.db import Database
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+@pytest.fixture
+def db(tmp_path) -> Database:
+    database = Database(tmp_path / "memory.db")
+    yield database
+    database.close()
+
+
+@pytest.fixture
+def embedder() -> FakeEmbedder:
+    return FakeEmbedder()
+
+
+@pytest.fixture
+def backend() -> FakeBackend:
+    return FakeBackend()
+
+
+@pytest.fixture
+def llm(backend) -> StructuredLLM:
+    return StructuredLLM(backend)
+
+
+def make_messages(n: int, *, start: datetime = datetime(2023, 5, 8, 13, 0), step_s: int = 60, topic: str = "topic", speakers=("Ann", "Bob")):
+    return [
+        IncomingMessage(
+            speaker=speakers[i % len(speakers)],
+            content=f"{topic} message {i}",
+            timestamp=start + timedelta(seconds=step_s * i),
+            source_id=f"{topic}-{i}",
+        )
+        for i in range(n)
+    ]
+
+
+def locomo_file() -> Path:
+    path = SHARED_DATA / "locomo" / "locomo-dev.json"
+    if not path.is_file():
+        pytest.skip(f"LoCoMo development data not found at {path} (clone with ../shared beside the project)")
+    return path

@@ -1,0 +1,88 @@
+"""`nemori` end to end with the real tiny model, real MiniLM and a real SQLite file."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from tests.integration.conftest import EXAMPLE, run_json, run_nemori
+
+pytestmark = pytest.mark.integration
+
+
+def test_every_message_lands_in_exactly_one_episode(ingested_example):
+    episodes = run_json("inspect", "episodes", "--db", str(ingested_example))["episodes"]
+    ids = [m["source_id"] for e in episodes for m in e["messages"]]
+    expected = [json.loads(line)["id"] for line in EXAMPLE.read_text().splitlines()]
+    assert sorted(ids) == sorted(expected)
+    assert len(ids) == len(set(ids))
+    pending = run_json("inspect", "messages", "--pending", "--db", str(ingested_example))["messages"]
+    assert pending == []
+
+
+def test_narratives_carry_absolute_dates_and_episode_times(ingested_example):
+    episodes = run_json("inspect", "episodes", "--db", str(ingested_example))["episodes"]
+    assert len(episodes) >= 3  # three sessions weeks apart are never one episode
+    for e in episodes:
+        assert re.search(r"\b20\d\d\b", e["narrative"]), e["narrative"]
+        assert e["start"] <= e["end"]
+        assert e["message_ids"] == [m["source_id"] for m in e["messages"]]
+
+
+def test_reingesting_adds_nothing(ingested_example):
+    before = run_json("stats", "--db", str(ingested_example))["counts"]
+    out = run_json("ingest", str(EXAMPLE), "--db", str(ingested_example))
+    assert out["added"] == 0 and out["episodes"] == 0
+    assert run_json("stats", "--db", str(ingested_example))["counts"] == before
+
+
+def test_stats_count_calls_per_stage(ingested_example):
+    stats = run_json("stats", "--db", str(ingested_example))
+    stages = {s["stage"]: s for s in stats["stages"]}
+    assert stages["narration"]["calls"] >= 3
+    assert stages["narration"]["prompt_tokens"] > 0 and stages["narration"]["seconds"] > 0
+    assert stats["embedder"] == "all-MiniLM-L6-v2:384"
+
+
+def test_search_needs_no_llm_and_finds_the_gym(ingested_example):
+    out = run_json("search", "bouldering gym Granite Works", "--db", str(ingested_example), env={"NEMORI_MODEL": "no-such-model"})
+    assert out["hits"], out
+    top = out["hits"][0]
+    assert {"id", "time", "score", "text", "title", "similarity"} <= top.keys()
+    assert any("Granite" in m["content"] for h in out["hits"][:3] for m in h["messages"]) or "limb" in (top["text"] + top["title"]).lower()
+    assert out["ms"] > 0
+
+
+def test_ask_answers_with_memories_tokens_and_timings(ingested_example):
+    out = run_json("ask", "Which company offered Sam a job?", "--db", str(ingested_example))
+    assert out["answer"].strip()
+    assert out["memories"] and out["cited"]
+    assert set(out["cited"]) <= {m["id"] for m in out["memories"]}
+    assert out["tokens"]["prompt"] > 0 and out["ms"]["answer"] > 0
+
+
+def test_users_never_see_each_other(ingested_example):
+    out = run_json("search", "job offer", "--db", str(ingested_example), "--user", "stranger")
+    assert out["hits"] == []
+
+
+def test_stdin_ingest_and_flush_later(tmp_path):
+    db = tmp_path / "s.db"
+    lines = EXAMPLE.read_bytes().splitlines()[:8]
+    out = run_json("ingest", "-", "--no-flush", "--db", str(db), stdin=b"\n".join(lines))
+    assert out["added"] == 8 and out["pending"] == 8  # fewer than a window: waits
+    out = run_json("flush", "--db", str(db))
+    assert out["pending"] == 0 and out["episodes"] >= 1
+
+
+def test_locomo_sample_is_read_directly(tmp_path):
+    from tests.conftest import locomo_file
+
+    db = tmp_path / "l.db"
+    out = run_json("ingest", str(locomo_file()), "--format", "locomo", "--sample", "conv-26", "--sessions", "1", "--db", str(db))
+    assert out["added"] == 18 and out["pending"] == 0
+    episode = run_json("inspect", "episodes", "--db", str(db))["episodes"][0]
+    assert episode["messages"][0]["source_id"] == "D1:1"
+    assert episode["start"].startswith("2023-05-08")

@@ -1,0 +1,76 @@
+import numpy as np
+import pytest
+
+from nemori_cli.errors import StoreError
+from nemori_cli.store.db import Database
+from nemori_cli.store.episodes import EpisodeDraft, add, fts_query, text_search, vector_search
+from nemori_cli.store.migrations import MIGRATIONS
+from nemori_cli.store import messages as message_sql
+from tests.conftest import make_messages
+
+
+def test_migrations_are_recorded_once(tmp_path):
+    path = tmp_path / "m.db"
+    Database(path).close()
+    again = Database(path)
+    rows = again.query("SELECT id FROM schema_migrations")
+    assert [r["id"] for r in rows] == [m[0] for m in MIGRATIONS]
+    assert again.query("PRAGMA journal_mode")[0]["journal_mode"] == "wal"
+
+
+def test_newer_schema_is_refused(tmp_path):
+    path = tmp_path / "m.db"
+    db = Database(path)
+    db.conn.execute("INSERT INTO schema_migrations VALUES (999, 'future', 'x')")
+    db.close()
+    with pytest.raises(StoreError, match="newer nemori"):
+        Database(path)
+
+
+def test_not_a_database_is_a_clear_error(tmp_path):
+    path = tmp_path / "junk.db"
+    path.write_bytes(b"this is not sqlite at all" * 100)
+    with pytest.raises(StoreError, match="not a SQLite database"):
+        Database(path)
+
+
+def test_missing_database_is_refused_when_not_creating(tmp_path):
+    with pytest.raises(StoreError, match="no database"):
+        Database(tmp_path / "absent.db", create=False)
+    assert not (tmp_path / "absent.db").exists()
+
+
+def test_embedder_mismatch_is_refused(db):
+    db.bind_embedder("model-a:4", 4)
+    db.bind_embedder("model-a:4", 4)  # same one again: fine
+    with pytest.raises(StoreError, match="built with embedder model-a:4"):
+        db.bind_embedder("model-b:4", 4)
+
+
+_made = iter(range(10**6))
+
+
+def _episode(db, user, vec, title="t", narrative="n"):
+    with db.transaction():
+        message_sql.insert_messages(db, user, make_messages(1, topic=f"{title}{user}{next(_made)}"))
+        m = message_sql.pending(db, user)[0]
+        return add(db, user, EpisodeDraft(title, narrative, m.timestamp, m.timestamp, "model", (m.id,)), np.asarray(vec, np.float32))
+
+
+def test_vector_search_reports_cosine_similarity_per_user(db):
+    db.bind_embedder("x:3", 3)
+    same = _episode(db, "a", [1, 0, 0])
+    orth = _episode(db, "a", [0, 1, 0])
+    _episode(db, "b", [1, 0, 0])
+    hits = vector_search(db, "a", np.array([1, 0, 0], np.float32), 10)
+    assert [h[0] for h in hits] == [same, orth]
+    assert hits[0][1] == pytest.approx(1.0) and hits[1][1] == pytest.approx(0.0, abs=1e-6)
+
+
+def test_text_search_quotes_user_text_and_filters_users(db):
+    db.bind_embedder("x:3", 3)
+    e = _episode(db, "a", [1, 0, 0], title="Climbing gym", narrative="Priya went bouldering")
+    _episode(db, "b", [1, 0, 0], title="Climbing gym", narrative="Someone else")
+    assert fts_query('gym" OR (x') == '"gym" OR "or" OR "x"'
+    assert [h[0] for h in text_search(db, "a", 'climbing AND "gym', 10)] == [e]
+    assert text_search(db, "a", "?!", 10) == []

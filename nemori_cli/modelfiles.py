@@ -37,6 +37,8 @@ def _missing_parts(parts: tuple[str, ...]) -> list[str]:
 def _install_hint(packages: tuple[str, ...]) -> str:
     if not packages:
         return ""
+    if len(packages) > 2:
+        return f" (install its {len(packages)} packages: pip install {packages[0]} ... {packages[-1]}, listed in models.toml)"
     return " (install: pip install " + " ".join(packages) + ")"
 
 

@@ -14,14 +14,21 @@ class SentenceTransformerEmbedder:
         # Offline by construction: a missing file must fail here, not hang on a network call.
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        # A CLI's stderr is for errors: no weight-loading bars or hub chatter.
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         try:
             from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as hf_logging
 
+            hf_logging.disable_progress_bar()
             self.model = SentenceTransformer(path, device="cpu")
         except (OSError, ValueError) as e:
             raise ModelError(f"embedder {model_name}: cannot load {path} ({e})") from None
         self.model_name = model_name
-        self.dimensions = int(self.model.get_sentence_embedding_dimension())
+        dims = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        self.dimensions = int(dims())
         self.batch_size = batch_size
 
     def embed_documents(self, texts: list[str]) -> np.ndarray:

@@ -18,6 +18,7 @@ from typing import Generic, Protocol, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from nemori_cli.errors import LLMOutputError
+from nemori_cli.llm.schema import decoder_safe
 from nemori_cli.store.telemetry import CallRecord, EventRecord
 
 T = TypeVar("T", bound=BaseModel)
@@ -84,7 +85,7 @@ class StructuredLLM:
         max_tokens: int = 256,
         temperature: float = 0.0,
     ) -> Completion[T]:
-        json_schema = schema.model_json_schema()
+        json_schema = decoder_safe(schema.model_json_schema())
         prompt_tokens = completion_tokens = 0
         started = time.perf_counter()
         problem = ""

@@ -7,6 +7,7 @@ the pipeline orders its calls by stage; one Llama object per process.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -31,6 +32,7 @@ class LlamaCppBackend:
             raise ModelError(f"llama-cpp-python is not installed ({e}); run `make install`") from None
         self.model_id = name
         self.n_ctx = n_ctx
+        self._grammars: dict[str, object] = {}
         try:
             self.llama = Llama(
                 model_path=str(path),
@@ -43,6 +45,16 @@ class LlamaCppBackend:
         except (ValueError, RuntimeError) as e:
             raise ModelError(f"model {name}: llama.cpp cannot load {path} ({e})") from None
 
+    def _grammar(self, schema: dict):
+        # Built here (not through response_format) so that it is quiet and
+        # cached: the same stage schema is converted once per process.
+        from llama_cpp import LlamaGrammar
+
+        key = json.dumps(schema)  # key order kept: the grammar emits properties in this order
+        if key not in self._grammars:
+            self._grammars[key] = LlamaGrammar.from_json_schema(key, verbose=False)
+        return self._grammars[key]
+
     def count_tokens(self, text: str) -> int:
         return len(self.llama.tokenize(text.encode("utf-8"), add_bos=False))
 
@@ -50,7 +62,7 @@ class LlamaCppBackend:
         try:
             out = self.llama.create_chat_completion(
                 messages=messages,
-                response_format={"type": "json_object", "schema": schema},
+                grammar=self._grammar(schema),
                 max_tokens=max_tokens,
                 temperature=temperature,
                 repeat_penalty=1.1,

@@ -60,7 +60,7 @@ def _repair(title: str, narrative: str, messages: list[Message], llm: Structured
         narrative = annotated
     if not _YEAR.search(narrative):
         fixes.append("added the episode date")
-        narrative = f"On {format_date(anchor.date())}, {narrative[0].lower()}{narrative[1:]}" if narrative else narrative
+        narrative = f"On {format_date(anchor.date())}: {narrative}"
     if not title:
         title = clip(messages[0].content, 60)
         fixes.append("title from first message")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Literal
 
-from pydantic import BaseModel, Field, create_model
+from pydantic import BaseModel, Field, create_model, field_validator
 
 from nemori_cli.domain import Hit
 from nemori_cli.prompts.render import clip, message_lines, when
@@ -26,7 +26,8 @@ def schema_for(ids: tuple[int, ...]) -> type[BaseModel]:
     source = Literal[ids] if ids else int  # type: ignore[valid-type]
     return create_model(
         "Answer",
-        answer=(str, Field(min_length=1, max_length=ANSWER_MAX, description="The short answer.")),
+        __validators__={"clip_answer": field_validator("answer")(lambda cls, v: clip(v, ANSWER_MAX))},
+        answer=(str, Field(min_length=1, description="The short answer.")),
         sources=(
             list[source],  # type: ignore[valid-type]
             Field(default_factory=list, max_length=3, description="Ids of the memories the answer comes from."),

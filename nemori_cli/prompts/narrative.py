@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from nemori_cli.domain import Message
 from nemori_cli.pipeline.timeexpr import format_date
-from nemori_cli.prompts.render import message_lines
+from nemori_cli.prompts.render import clip, message_lines
 
 TITLE_MAX = 90
 NARRATIVE_MAX = 1200
@@ -24,14 +24,22 @@ SYSTEM = (
 class Narrative(BaseModel):
     title: str = Field(
         min_length=3,
-        max_length=TITLE_MAX,
         description="A few words naming who and what, searchable later.",
     )
     narrative: str = Field(
         min_length=10,
-        max_length=NARRATIVE_MAX,
         description="Two to five plain sentences, third person, past tense, with absolute dates.",
     )
+
+    @field_validator("title")
+    @classmethod
+    def _clip_title(cls, value: str) -> str:
+        return clip(value, TITLE_MAX)
+
+    @field_validator("narrative")
+    @classmethod
+    def _clip_narrative(cls, value: str) -> str:
+        return clip(value, NARRATIVE_MAX)
 
 
 def render(messages: list[Message]) -> list[dict[str, str]]:
@@ -45,3 +53,4 @@ def render(messages: list[Message]) -> list[dict[str, str]]:
             f"{message_lines(messages, numbered=False)}\n\nWrite the title and narrative.",
         },
     ]
+

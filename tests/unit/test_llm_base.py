@@ -47,3 +47,14 @@ def test_schema_is_sent_to_the_backend():
     StructuredLLM(backend).complete([{"role": "user", "content": "x"}], schema=Pick, stage="s")
     schema = backend.history[0][1]
     assert schema["properties"]["choice"]["maximum"] == 3
+
+
+def test_long_string_limits_never_reach_the_decoder():
+    from nemori_cli.llm.schema import decoder_safe
+    from nemori_cli.prompts.narrative import Narrative
+
+    schema = decoder_safe(Narrative.model_json_schema())
+    assert "maxLength" not in schema["properties"]["narrative"]
+    # and the model still clips an overlong answer instead of rejecting it
+    long = Narrative.model_validate({"title": "t" * 500, "narrative": "word " * 1000})
+    assert len(long.title) <= 90 and len(long.narrative) <= 1200

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import sys
 
-import click
 import typer
 
 from nemori_cli import __version__
@@ -44,22 +43,33 @@ app.command("stats")(inspect_cmd.stats_cmd)
 app.command("models")(models_cmd.models_cmd)
 
 
+def _click_exceptions():
+    # Recent typer releases vendor click as typer._click; older ones use click itself.
+    try:
+        from typer._click import exceptions
+    except ImportError:  # pragma: no cover - depends on the installed typer
+        from click import exceptions
+    return exceptions
+
+
 def _fail(message: str, code: int) -> None:
     sys.stderr.write(f"nemori: error: {message}\n")
     sys.exit(code)
 
 
 def main() -> None:
+    click_errors = _click_exceptions()
     try:
         code = app(standalone_mode=False)
     except NemoriError as e:
         _fail(e.message, e.exit_code)
-    except click.exceptions.NoSuchOption as e:
-        _fail(e.format_message() + " (see --help)", 2)
-    except click.exceptions.UsageError as e:
+    except click_errors.UsageError as e:
+        if type(e).__name__ == "NoArgsIsHelpError" and e.ctx is not None:
+            print(e.ctx.get_help())
+            sys.exit(0)
         where = f"{e.ctx.command_path}: " if e.ctx else ""
         _fail(where + e.format_message().replace("\n", " ") + " (see --help)", 2)
-    except click.exceptions.Abort:
+    except click_errors.Abort:
         _fail("interrupted", 130)
     except KeyboardInterrupt:
         _fail("interrupted", 130)

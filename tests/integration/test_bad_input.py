@@ -19,8 +19,10 @@ def snapshot(path) -> str:
     digest = hashlib.sha256()
     tables = [r["name"] for r in db.query("SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE 'CREATE VIRTUAL%' ORDER BY name")]
     for table in tables:
-        for row in db.query(f'SELECT * FROM "{table}" ORDER BY rowid' if table != "schema_migrations" else f'SELECT * FROM "{table}"'):
-            digest.update(repr(sorted(row.items())).encode())
+        rows = sorted(repr(sorted(row.items())) for row in db.query(f'SELECT * FROM "{table}"'))
+        digest.update(f"{table}:{len(rows)}:".encode())
+        for row in rows:
+            digest.update(row.encode())
     db.close()
     return digest.hexdigest()
 

@@ -32,7 +32,7 @@ class LlamaCppBackend:
             raise ModelError(f"llama-cpp-python is not installed ({e}); run `make install`") from None
         self.model_id = name
         self.n_ctx = n_ctx
-        self._grammars: dict[str, object] = {}
+        self._grammars: dict[str, str] = {}
         try:
             self.llama = Llama(
                 model_path=str(path),
@@ -45,24 +45,31 @@ class LlamaCppBackend:
         except (ValueError, RuntimeError) as e:
             raise ModelError(f"model {name}: llama.cpp cannot load {path} ({e})") from None
 
-    def _grammar(self, schema: dict):
-        # Built here (not through response_format) so that it is quiet and
-        # cached: the same stage schema is converted once per process.
-        from llama_cpp import LlamaGrammar
+    def _grammar(self, schema: dict) -> str:
+        """GBNF text for a schema, converted once per process per schema."""
+        from llama_cpp.llama_grammar import json_schema_to_gbnf
 
         key = json.dumps(schema)  # key order kept: the grammar emits properties in this order
         if key not in self._grammars:
-            self._grammars[key] = LlamaGrammar.from_json_schema(key, verbose=False)
+            self._grammars[key] = json_schema_to_gbnf(key)
         return self._grammars[key]
 
     def count_tokens(self, text: str) -> int:
         return len(self.llama.tokenize(text.encode("utf-8"), add_bos=False))
 
     def chat(self, messages: ChatMessages, *, schema: dict, max_tokens: int, temperature: float) -> RawCompletion:
+        from llama_cpp import LogitsProcessorList
+
+        from nemori_cli.llm.fast_grammar import ShortlistGrammar
+
+        try:
+            constraint = ShortlistGrammar(self.llama, self._grammar(schema))
+        except ValueError as e:
+            raise ModelError(f"model {self.model_id}: {e}") from None
         try:
             out = self.llama.create_chat_completion(
                 messages=messages,
-                grammar=self._grammar(schema),
+                logits_processor=LogitsProcessorList([constraint]),
                 max_tokens=max_tokens,
                 temperature=temperature,
                 repeat_penalty=1.1,
@@ -70,6 +77,8 @@ class LlamaCppBackend:
         except ValueError as e:
             # llama.cpp raises ValueError when the prompt exceeds the context.
             raise ModelError(f"model {self.model_id}: {e}") from None
+        finally:
+            constraint.close()
         usage = out.get("usage") or {}
         text = out["choices"][0]["message"].get("content") or ""
         return RawCompletion(text, int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0)))

@@ -174,10 +174,8 @@ class Settings:
     user: str
     model: str | None  # preset name or GGUF path; None = the presets' default
     embedder: str | None
-    window: int = 20
-    threads: int | None = None
+    threads: int | None = None  # llama.cpp threads (env NEMORI_THREADS); default: the cores we may use
     cache_dir: Path = field(default_factory=lambda: _user_dir("cache"))
-    gap_minutes: float = 120.0  # a silence this long always starts a new episode
 
     @classmethod
     def from_env(

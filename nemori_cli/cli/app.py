@@ -69,7 +69,7 @@ def main() -> None:
             sys.exit(0)
         where = f"{e.ctx.command_path}: " if e.ctx else ""
         _fail(where + e.format_message().replace("\n", " ") + " (see --help)", 2)
-    except click_errors.Abort:
+    except typer.Abort:
         _fail("interrupted", 130)
     except KeyboardInterrupt:
         _fail("interrupted", 130)

@@ -114,8 +114,8 @@ def ingest(
     sessions: Annotated[Optional[str], typer.Option(help="LoCoMo sessions to read, e.g. 1-3.")] = None,
     default_timestamp: Annotated[Optional[str], typer.Option(help="Time for messages that have none (ISO 8601).")] = None,
     flush: Annotated[bool, typer.Option("--flush/--no-flush", help="Make episodes of the tail too (default), or keep it pending for more messages.")] = True,
-    window: Annotated[int, typer.Option(min=2, max=200, help="Messages per window (the paper's w).")] = 20,
-    progress: Annotated[Optional[bool], typer.Option("--progress/--quiet", help="Progress bar (default: on a terminal).", show_default=False)] = None,
+    window: opt.Window = 20,
+    progress: opt.ShowProgress = None,
     db: opt.Db = None,
     user: opt.User = None,
     model: opt.Model = None,
@@ -139,8 +139,8 @@ def ingest(
 
 
 def flush_cmd(
-    progress: Annotated[Optional[bool], typer.Option("--progress/--quiet", help="Progress bar (default: on a terminal).", show_default=False)] = None,
-    window: Annotated[int, typer.Option(min=2, max=200, help="Messages per window.")] = 20,
+    progress: opt.ShowProgress = None,
+    window: opt.Window = 20,
     db: opt.Db = None,
     user: opt.User = None,
     model: opt.Model = None,

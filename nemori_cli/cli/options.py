@@ -13,6 +13,11 @@ User = Annotated[Optional[str], typer.Option("--user", "-u", help="Whose memory 
 Model = Annotated[Optional[str], typer.Option("--model", "-m", help="LLM preset from `nemori models`, or a .gguf path (env NEMORI_MODEL).", show_default=False)]
 EmbedderName = Annotated[Optional[str], typer.Option("--embedder", help="Embedder preset (env NEMORI_EMBEDDER).", show_default=False)]
 Json = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+ShowProgress = Annotated[
+    Optional[bool],
+    typer.Option("--progress/--quiet", help="Progress bar with ETA on stderr (default: only on a terminal).", show_default=False),
+]
+Window = Annotated[int, typer.Option(min=2, max=200, help="Messages per window (the paper's w).")]
 
 
 def settings(db: str | None, user: str | None, model: str | None = None, embedder: str | None = None) -> Settings:

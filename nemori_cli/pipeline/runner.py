@@ -87,6 +87,8 @@ class Pipeline:
             if progress:
                 progress(done, total)
         report.pending = message_sql.count_pending(self.db, self.user)
+        if report.windows:
+            self.db.checkpoint()
         report.seconds = time.perf_counter() - started
         return report
 

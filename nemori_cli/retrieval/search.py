@@ -45,10 +45,10 @@ def search(db: Database, user: str, embedder: Embedder, query: str, options: Sea
     started = time.perf_counter()
     vector_hits: list[tuple[int, float]] = []
     text_hits: list[tuple[int, float]] = []
-    if options.mode in ("hybrid", "vector"):
-        vector_hits = episode_sql.vector_search(db, user, embedder.embed_query(query), options.candidates)
     if options.mode in ("hybrid", "text"):
         text_hits = episode_sql.text_search(db, user, query, options.candidates)
+    if options.mode in ("hybrid", "vector"):
+        vector_hits = episode_sql.vector_search(db, user, embedder.embed_query(query), options.candidates)
     similarity = dict(vector_hits)
     fused = fuse([[i for i, _ in vector_hits], [i for i, _ in text_hits]], options.k)
     top_ids = [i for i, _, _ in fused]

@@ -113,19 +113,48 @@ def vector_search(db: Database, user: str, query: np.ndarray, k: int) -> list[tu
 
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+# Words that match nearly every episode: they cost BM25 time and add no signal.
+_STOPWORDS = frozenset(
+    "a an and are as at be but by did do does for from had has have he her his how i in is it its me my of on or "
+    "our she so that the their them they this to was we were what when where which who why will with you your".split()
+)
 
 
 def fts_query(text: str) -> str | None:
-    """User text made safe for FTS5 MATCH: each word quoted, any may match."""
+    """User text made safe for FTS5 MATCH: each word quoted, any may match.
+
+    Stopwords are dropped unless nothing else is left.
+    """
     words = _WORD.findall(text.lower())
     if not words:
         return None
+    words = [w for w in words if w not in _STOPWORDS] or words
     return " OR ".join('"' + w.replace('"', '""') + '"' for w in dict.fromkeys(words))
+
+
+COMMON_TERM_SHARE = 0.2  # a word in more than this share of episodes is not searched for
+MAX_QUERY_TERMS = 8
+
+
+def informative_terms(db: Database, query: str) -> str:
+    """The query without words that most episodes contain (rarest words first)."""
+    words = list(dict.fromkeys(_WORD.findall(query.lower())))
+    if len(words) <= 1:
+        return query
+    marks = ",".join("?" * len(words))
+    df = {r["term"]: r["doc"] for r in db.query(f"SELECT term, doc FROM episode_fts_terms WHERE term IN ({marks})", tuple(words))}
+    row = db.one("SELECT count(*) AS n FROM episodes")
+    total = max(1, int(row["n"]) if row else 1)
+    # FTS stores porter stems, so a word missing from the vocabulary may still
+    # match; keep it (frequency unknown, treat as rare).
+    ranked = sorted(words, key=lambda w: df.get(w, 0))
+    kept = [w for w in ranked if df.get(w, 0) / total <= COMMON_TERM_SHARE][:MAX_QUERY_TERMS]
+    return " ".join(kept or ranked[:1])
 
 
 def text_search(db: Database, user: str, query: str, k: int) -> list[tuple[int, float]]:
     """(episode id, BM25 score where higher is better), best first."""
-    match = fts_query(query)
+    match = fts_query(informative_terms(db, " ".join(_WORD.findall(query.lower()))))
     if match is None:
         return []
     rows = db.query(

@@ -71,4 +71,11 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         );
         """,
     ),
+    (
+        2,
+        "term statistics of the episode full-text index",
+        # Document frequency per term, so searches can skip words that match
+        # most episodes: they carry no signal and make BM25 rank everything.
+        "CREATE VIRTUAL TABLE episode_fts_terms USING fts5vocab(episode_fts, 'row');",
+    ),
 ]

@@ -71,6 +71,8 @@ def test_text_search_quotes_user_text_and_filters_users(db):
     db.bind_embedder("x:3", 3)
     e = _episode(db, "a", [1, 0, 0], title="Climbing gym", narrative="Priya went bouldering")
     _episode(db, "b", [1, 0, 0], title="Climbing gym", narrative="Someone else")
-    assert fts_query('gym" OR (x') == '"gym" OR "or" OR "x"'
+    assert fts_query('gym" OR (x') == '"gym" OR "x"'
+    assert fts_query("when did she go") == '"go"'  # stopwords dropped...
+    assert fts_query("when did she") == '"when" OR "did" OR "she"'  # ...unless nothing else is left
     assert [h[0] for h in text_search(db, "a", 'climbing AND "gym', 10)] == [e]
     assert text_search(db, "a", "?!", 10) == []

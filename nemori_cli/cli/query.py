@@ -52,7 +52,15 @@ def search_cmd(
     emb = deps.build_embedder(settings, store)
     hits, ms = search(store, settings.user, emb, text, SearchOptions(k=k, raw_for_top=raw, mode=mode.value))
     if json_out:
-        print_json({"query": text, "user": settings.user, "ms": round(ms, 2), "hits": [hit_json(h) for h in hits]})
+        print_json(
+            {
+                "query": text,
+                "user": settings.user,
+                "hits": [hit_json(h) for h in hits],
+                "tokens": {"prompt": 0, "completion": 0},  # retrieval spends no LLM tokens
+                "ms": round(ms, 2),
+            }
+        )
         return
     out = console()
     if not hits:

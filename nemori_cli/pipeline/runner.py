@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from nemori_cli.domain import IncomingMessage, Message
+from nemori_cli.domain import IncomingMessage
 from nemori_cli.embed.base import Embedder, identity
 from nemori_cli.llm.base import StructuredLLM
 from nemori_cli.pipeline.narrate import narrate
@@ -114,6 +114,3 @@ def _still_pending(db: Database, user: str, ids: list[int]) -> bool:
     )
     return bool(row) and row["n"] == len(ids)
 
-
-def pending_messages(db: Database, user: str) -> list[Message]:
-    return message_sql.pending(db, user)

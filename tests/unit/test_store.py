@@ -76,3 +76,15 @@ def test_text_search_quotes_user_text_and_filters_users(db):
     assert fts_query("when did she") == '"when" OR "did" OR "she"'  # ...unless nothing else is left
     assert [h[0] for h in text_search(db, "a", 'climbing AND "gym', 10)] == [e]
     assert text_search(db, "a", "?!", 10) == []
+
+
+def test_words_in_most_episodes_are_left_out_of_the_text_query(db):
+    from nemori_cli.store.episodes import informative_terms
+
+    db.bind_embedder("x:3", 3)
+    for i in range(10):
+        _episode(db, "a", [1, 0, 0], title=f"common day {i}", narrative="common words everywhere")
+    rare = _episode(db, "a", [1, 0, 0], title="common kayak", narrative="a kayak trip")
+    assert informative_terms(db, "common kayak") == "kayak"
+    assert informative_terms(db, "common") == "common"  # a lone word is kept whatever its frequency
+    assert [h[0] for h in text_search(db, "a", "common kayak", 3)] == [rare]

@@ -45,7 +45,9 @@ class SentenceTransformerEmbedder:
         import torch
 
         with torch.inference_mode():
-            features = self.model.tokenize([text])
+            # sentence-transformers 6 renamed tokenize() to preprocess().
+            prepare = getattr(self.model, "preprocess", None) or self.model.tokenize
+            features = prepare([text])
             vector = self.model(features)["sentence_embedding"]
             vector = torch.nn.functional.normalize(vector, dim=1)
         return vector[0].cpu().numpy().astype(np.float32)

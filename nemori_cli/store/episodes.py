@@ -132,7 +132,8 @@ def fts_query(text: str) -> str | None:
     return " OR ".join('"' + w.replace('"', '""') + '"' for w in dict.fromkeys(words))
 
 
-COMMON_TERM_SHARE = 0.2  # a word in more than this share of episodes is not searched for
+COMMON_TERM_SHARE = 0.2  # a word in more than this share of episodes is not searched for...
+COMMON_TERM_MIN_EPISODES = 200  # ...once there are enough episodes for shares to mean something
 MAX_QUERY_TERMS = 8
 
 
@@ -145,6 +146,8 @@ def informative_terms(db: Database, query: str) -> str:
     df = {r["term"]: r["doc"] for r in db.query(f"SELECT term, doc FROM episode_fts_terms WHERE term IN ({marks})", tuple(words))}
     row = db.one("SELECT count(*) AS n FROM episodes")
     total = max(1, int(row["n"]) if row else 1)
+    if total < COMMON_TERM_MIN_EPISODES:
+        return query  # small stores: every word counts, and BM25 is cheap anyway
     # FTS stores porter stems, so a word missing from the vocabulary may still
     # match; keep it (frequency unknown, treat as rare).
     ranked = sorted(words, key=lambda w: df.get(w, 0))

@@ -78,8 +78,11 @@ def test_text_search_quotes_user_text_and_filters_users(db):
     assert text_search(db, "a", "?!", 10) == []
 
 
-def test_words_in_most_episodes_are_left_out_of_the_text_query(db):
+def test_words_in_most_episodes_are_left_out_of_the_text_query(db, monkeypatch):
+    from nemori_cli.store import episodes
     from nemori_cli.store.episodes import informative_terms
+
+    monkeypatch.setattr(episodes, "COMMON_TERM_MIN_EPISODES", 5)
 
     db.bind_embedder("x:3", 3)
     for i in range(10):
@@ -88,3 +91,12 @@ def test_words_in_most_episodes_are_left_out_of_the_text_query(db):
     assert informative_terms(db, "common kayak") == "kayak"
     assert informative_terms(db, "common") == "common"  # a lone word is kept whatever its frequency
     assert [h[0] for h in text_search(db, "a", "common kayak", 3)] == [rare]
+
+
+def test_small_stores_search_every_word(db):
+    from nemori_cli.store.episodes import informative_terms
+
+    db.bind_embedder("x:3", 3)
+    for i in range(4):
+        _episode(db, "a", [1, 0, 0], title=f"gym {i}", narrative="gym")
+    assert informative_terms(db, "gym kayak") == "gym kayak"

@@ -59,10 +59,24 @@ class Episode:
 
 
 @dataclass(frozen=True)
+class Fact:
+    """A durable statement distilled from episodes (semantic memory)."""
+
+    id: int
+    user: str
+    text: str
+    created_at: str
+    status: str  # active | superseded
+    source_episode_ids: tuple[int, ...] = ()
+    superseded_by: int | None = None
+    superseded_reason: str | None = None
+
+
+@dataclass(frozen=True)
 class Hit:
     """One retrieved memory with its fused score and the ranks that made it."""
 
-    kind: str  # "episode" (later: "fact", "note")
+    kind: str  # "episode" | "fact" (later: "note")
     id: int
     score: float
     title: str

@@ -18,7 +18,9 @@ from nemori_cli.embed.base import Embedder, identity
 from nemori_cli.llm.base import StructuredLLM
 from nemori_cli.pipeline.narrate import narrate
 from nemori_cli.pipeline.partition import Group, PartitionSettings, partition
+from nemori_cli.pipeline.semantic import SemanticSettings, distill_facts
 from nemori_cli.store import episodes as episode_sql
+from nemori_cli.store import facts as fact_sql
 from nemori_cli.store import messages as message_sql
 from nemori_cli.store import telemetry
 from nemori_cli.store.db import Database
@@ -31,6 +33,7 @@ class IngestReport:
     read: int = 0
     added: int = 0
     episodes: int = 0
+    facts: int = 0
     windows: int = 0
     pending: int = 0
     seconds: float = 0.0
@@ -46,12 +49,14 @@ class Pipeline:
         *,
         window: int = 20,
         partition_settings: PartitionSettings = PartitionSettings(),
+        semantic: SemanticSettings | None = SemanticSettings(),
     ):
         if window < 2:
             raise ValueError("window must be at least 2")
         self.db, self.user, self.llm, self.embedder = db, user, llm, embedder
         self.window = window
         self.partition_settings = partition_settings
+        self.semantic = semantic  # None: episodic memory only
 
     def store(self, incoming: list[IncomingMessage], namespace: str = "") -> int:
         """Store new messages (all or none); returns how many were new."""
@@ -81,7 +86,9 @@ class Pipeline:
             groups = partition(window, self.llm, self.embedder, self.partition_settings)
             if len(groups) > 1 and (more_after or not flush):
                 groups = groups[:-1]  # carried into the next window
-            report.episodes += self._write(groups)
+            episodes, facts = self._write(groups)
+            report.episodes += episodes
+            report.facts += facts
             report.windows += 1
             done += sum(len(g.messages) for g in groups)
             if progress:
@@ -92,18 +99,29 @@ class Pipeline:
         report.seconds = time.perf_counter() - started
         return report
 
-    def _write(self, groups: list[Group]) -> int:
+    def _write(self, groups: list[Group]) -> tuple[int, int]:
+        """Episodes (and their facts) of one window, in one transaction. Model calls run by stage."""
         drafts = [narrate(g, self.llm) for g in groups]
         vectors = self.embedder.embed_documents([f"{d.title}\n{d.narrative}" for d in drafts])
+        facts_per_draft: list[list[str]] = [[] for _ in drafts]
+        if self.semantic is not None:
+            facts_per_draft = [
+                distill_facts(self.db, self.user, self.llm, d.title, list(g.messages), v, self.semantic)
+                for d, g, v in zip(drafts, groups, vectors)
+            ]
+        all_facts = [f for fs in facts_per_draft for f in fs]
+        fact_vectors = iter(self.embedder.embed_documents(all_facts)) if all_facts else iter(())
         with self.db.transaction():
             ids = [m.id for g in groups for m in g.messages]
             if not _still_pending(self.db, self.user, ids):
-                return 0  # another process took this window meanwhile; nothing to add
-            for draft, vector in zip(drafts, vectors):
-                episode_sql.add(self.db, self.user, draft, vector)
+                return 0, 0  # another process took this window meanwhile; nothing to add
+            for draft, vector, facts in zip(drafts, vectors, facts_per_draft):
+                episode_id = episode_sql.add(self.db, self.user, draft, vector)
+                for fact in facts:
+                    fact_sql.add(self.db, self.user, fact, next(fact_vectors), [episode_id])
             calls, events = self.llm.log.drain()
             telemetry.write(self.db, self.user, calls, events)
-        return len(drafts)
+        return len(drafts), len(all_facts)
 
 
 def _still_pending(db: Database, user: str, ids: list[int]) -> bool:

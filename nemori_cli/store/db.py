@@ -19,7 +19,7 @@ from nemori_cli.errors import StoreError
 from nemori_cli.store.migrations import MIGRATIONS
 
 BUSY_TIMEOUT_MS = 10_000
-VECTOR_TABLES = ("episode_vec",)
+VECTOR_TABLES = ("episode_vec", "fact_vec")
 
 
 def now_iso() -> str:
@@ -51,6 +51,7 @@ class Database:
             self.conn.execute("PRAGMA journal_mode = WAL")
             self.conn.execute("PRAGMA foreign_keys = ON")
             self._migrate()
+            self._ensure_vector_tables()
         except apsw.NotADBError:
             raise StoreError(f"{self.path} is not a SQLite database") from None
 
@@ -129,13 +130,27 @@ class Database:
         if self.embedder_identity() == identity:
             return
         with self.transaction():
-            for table in VECTOR_TABLES:
-                self.conn.execute(
-                    f"CREATE VIRTUAL TABLE IF NOT EXISTS {table} USING vec0("
-                    f" user_id TEXT PARTITION KEY,"
-                    f" embedding float[{int(dimensions)}] distance_metric=cosine)"
-                )
+            self._create_vector_tables(dimensions)
             self.set_meta("embedder", identity)
+
+    def _create_vector_tables(self, dimensions: int) -> None:
+        for table in VECTOR_TABLES:
+            self.conn.execute(
+                f"CREATE VIRTUAL TABLE IF NOT EXISTS {table} USING vec0("
+                f" user_id TEXT PARTITION KEY,"
+                f" embedding float[{int(dimensions)}] distance_metric=cosine)"
+            )
+
+    def _ensure_vector_tables(self) -> None:
+        """A file bound before a newer vector table existed gets it now."""
+        identity = self.embedder_identity()
+        if identity is None:
+            return
+        dimensions = int(identity.rsplit(":", 1)[1])
+        existing = {r["name"] for r in self.query("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not set(VECTOR_TABLES) <= existing:
+            with self.transaction():
+                self._create_vector_tables(dimensions)
 
     def has_vectors(self) -> bool:
         return self.embedder_identity() is not None

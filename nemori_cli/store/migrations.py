@@ -78,4 +78,29 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         # most episodes: they carry no signal and make BM25 rank everything.
         "CREATE VIRTUAL TABLE episode_fts_terms USING fts5vocab(episode_fts, 'row');",
     ),
+    (
+        3,
+        "semantic memory: facts, their source episodes, full-text index",
+        """
+        CREATE TABLE facts (
+            id                INTEGER PRIMARY KEY,
+            user_id           TEXT NOT NULL,
+            text              TEXT NOT NULL,
+            created_at        TEXT NOT NULL,
+            status            TEXT NOT NULL DEFAULT 'active',   -- active | superseded
+            superseded_by     INTEGER REFERENCES facts(id),
+            superseded_reason TEXT,
+            superseded_at     TEXT
+        );
+        CREATE INDEX facts_by_user ON facts(user_id, status);
+        CREATE TABLE fact_sources (
+            fact_id    INTEGER NOT NULL REFERENCES facts(id),
+            episode_id INTEGER NOT NULL REFERENCES episodes(id),
+            PRIMARY KEY (fact_id, episode_id)
+        );
+        CREATE INDEX fact_sources_by_episode ON fact_sources(episode_id);
+        CREATE VIRTUAL TABLE fact_fts USING fts5(text, user_id UNINDEXED, tokenize = 'porter unicode61');
+        CREATE VIRTUAL TABLE fact_fts_terms USING fts5vocab(fact_fts, 'row');
+        """,
+    ),
 ]

@@ -3,7 +3,8 @@ import pytest
 
 from nemori_cli.errors import StoreError
 from nemori_cli.store.db import Database
-from nemori_cli.store.episodes import EpisodeDraft, add, fts_query, text_search, vector_search
+from nemori_cli.store.episodes import EpisodeDraft, add, text_search, vector_search
+from nemori_cli.store.index import fts_query
 from nemori_cli.store.migrations import MIGRATIONS
 from nemori_cli.store import messages as message_sql
 from tests.conftest import make_messages
@@ -79,10 +80,10 @@ def test_text_search_quotes_user_text_and_filters_users(db):
 
 
 def test_words_in_most_episodes_are_left_out_of_the_text_query(db, monkeypatch):
-    from nemori_cli.store import episodes
-    from nemori_cli.store.episodes import informative_terms
+    from nemori_cli.store import index
+    from nemori_cli.store.index import informative_terms
 
-    monkeypatch.setattr(episodes, "COMMON_TERM_MIN_EPISODES", 5)
+    monkeypatch.setattr(index, "COMMON_TERM_MIN_EPISODES", 5)
 
     db.bind_embedder("x:3", 3)
     for i in range(10):
@@ -94,7 +95,7 @@ def test_words_in_most_episodes_are_left_out_of_the_text_query(db, monkeypatch):
 
 
 def test_small_stores_search_every_word(db):
-    from nemori_cli.store.episodes import informative_terms
+    from nemori_cli.store.index import informative_terms
 
     db.bind_embedder("x:3", 3)
     for i in range(4):

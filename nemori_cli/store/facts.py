@@ -1,0 +1,102 @@
+"""SQL for facts (semantic memory): rows, sources, and both indexes kept in step."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nemori_cli.domain import Fact
+from nemori_cli.store import index
+from nemori_cli.store.db import Database, now_iso
+
+
+def add(db: Database, user: str, text: str, embedding: np.ndarray, source_episode_ids: list[int]) -> int:
+    """Insert a fact with its sources and index it. Caller holds the transaction."""
+    conn = db.conn
+    conn.execute("INSERT INTO facts(user_id, text, created_at) VALUES (?, ?, ?)", (user, text, now_iso()))
+    fact_id = conn.last_insert_rowid()
+    conn.executemany(
+        "INSERT OR IGNORE INTO fact_sources(fact_id, episode_id) VALUES (?, ?)",
+        [(fact_id, e) for e in source_episode_ids],
+    )
+    conn.execute("INSERT INTO fact_fts(rowid, text, user_id) VALUES (?, ?, ?)", (fact_id, text, user))
+    conn.execute(
+        "INSERT INTO fact_vec(rowid, user_id, embedding) VALUES (?, ?, ?)",
+        (fact_id, user, np.asarray(embedding, dtype=np.float32).tobytes()),
+    )
+    return fact_id
+
+
+def _sources(db: Database, ids: list[int]) -> dict[int, tuple[int, ...]]:
+    if not ids:
+        return {}
+    marks = ",".join("?" * len(ids))
+    grouped: dict[int, list[int]] = {i: [] for i in ids}
+    for row in db.query(f"SELECT fact_id, episode_id FROM fact_sources WHERE fact_id IN ({marks}) ORDER BY episode_id", tuple(ids)):
+        grouped[row["fact_id"]].append(row["episode_id"])
+    return {k: tuple(v) for k, v in grouped.items()}
+
+
+def _fact(row: dict, sources: tuple[int, ...]) -> Fact:
+    return Fact(
+        id=row["id"],
+        user=row["user_id"],
+        text=row["text"],
+        created_at=row["created_at"],
+        status=row["status"],
+        source_episode_ids=sources,
+        superseded_by=row["superseded_by"],
+        superseded_reason=row["superseded_reason"],
+    )
+
+
+_COLUMNS = "id, user_id, text, created_at, status, superseded_by, superseded_reason"
+
+
+def by_ids(db: Database, user: str, ids: list[int]) -> dict[int, Fact]:
+    if not ids:
+        return {}
+    marks = ",".join("?" * len(ids))
+    rows = db.query(f"SELECT {_COLUMNS} FROM facts WHERE user_id = ? AND id IN ({marks})", (user, *ids))
+    sources = _sources(db, [r["id"] for r in rows])
+    return {r["id"]: _fact(r, sources.get(r["id"], ())) for r in rows}
+
+
+def get(db: Database, user: str, fact_id: int) -> Fact | None:
+    return by_ids(db, user, [fact_id]).get(fact_id)
+
+
+def list_all(db: Database, user: str, *, include_superseded: bool = False, limit: int | None = None) -> list[Fact]:
+    where = "user_id = ?" + ("" if include_superseded else " AND status = 'active'")
+    sql = f"SELECT {_COLUMNS} FROM facts WHERE {where} ORDER BY id"
+    rows = db.query(sql + (" LIMIT ?" if limit else ""), (user, limit) if limit else (user,))
+    sources = _sources(db, [r["id"] for r in rows])
+    return [_fact(r, sources.get(r["id"], ())) for r in rows]
+
+
+def count(db: Database, user: str) -> int:
+    row = db.one("SELECT count(*) AS n FROM facts WHERE user_id = ? AND status = 'active'", (user,))
+    return int(row["n"]) if row else 0
+
+
+def vector_search(db: Database, user: str, query: np.ndarray, k: int) -> list[tuple[int, float]]:
+    """(fact id, cosine similarity), best first; superseded facts never come back."""
+    return _active(db, user, index.vector_search(db, "fact_vec", user, query, k))
+
+
+def text_search(db: Database, user: str, query: str, k: int) -> list[tuple[int, float]]:
+    return _active(db, user, index.text_search(db, index.FACT_TEXT, user, query, k))
+
+
+def _active(db: Database, user: str, hits: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    if not hits:
+        return hits
+    marks = ",".join("?" * len(hits))
+    live = {r["id"] for r in db.query(f"SELECT id FROM facts WHERE user_id = ? AND status = 'active' AND id IN ({marks})", (user, *[h[0] for h in hits]))}
+    return [h for h in hits if h[0] in live]
+
+
+def evoke(db: Database, user: str, query: np.ndarray, *, k: int, threshold: float) -> list[Fact]:
+    """What the store already knows about something: top k facts above a cosine threshold."""
+    hits = [(i, s) for i, s in vector_search(db, user, query, k) if s > threshold]
+    found = by_ids(db, user, [i for i, _ in hits])
+    return [found[i] for i, _ in hits if i in found]

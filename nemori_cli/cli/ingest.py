@@ -115,6 +115,7 @@ def ingest(
     default_timestamp: Annotated[Optional[str], typer.Option(help="Time for messages that have none (ISO 8601).")] = None,
     flush: Annotated[bool, typer.Option("--flush/--no-flush", help="Make episodes of the tail too (default), or keep it pending for more messages.")] = True,
     window: opt.Window = 20,
+    facts: Annotated[bool, typer.Option("--facts/--no-facts", help="Distil semantic facts by prediction error (default), or keep episodes only.")] = True,
     progress: opt.ShowProgress = None,
     db: opt.Db = None,
     user: opt.User = None,
@@ -122,16 +123,17 @@ def ingest(
     embedder: opt.EmbedderName = None,
     json_out: opt.Json = False,
 ) -> None:
-    """Store messages, then turn them into episodes (resumable; re-ingesting adds nothing)."""
+    """Store messages, then turn them into episodes and facts (resumable; re-ingesting adds nothing)."""
     from nemori_cli import deps
     from nemori_cli.pipeline.runner import Pipeline
+    from nemori_cli.pipeline.semantic import SemanticSettings
 
     settings = opt.settings(db, user, model, embedder)
     incoming, namespace = _read(source, fmt, sample, default_timestamp, sessions)
     llm = deps.build_llm(settings)  # a missing model or dead endpoint fails here, before any write
     store = deps.open_db(settings)
     emb = deps.build_embedder(settings, store)
-    pipeline = Pipeline(store, settings.user, llm, emb, window=window)
+    pipeline = Pipeline(store, settings.user, llm, emb, window=window, semantic=SemanticSettings() if facts else None)
     added = pipeline.store(incoming, namespace)
     report = _process(pipeline, flush=flush, show_progress=_want_progress(progress), user=settings.user)
     report.read, report.added = len(incoming), added
@@ -141,6 +143,7 @@ def ingest(
 def flush_cmd(
     progress: opt.ShowProgress = None,
     window: opt.Window = 20,
+    facts: Annotated[bool, typer.Option("--facts/--no-facts", help="Distil semantic facts (default), or keep episodes only.")] = True,
     db: opt.Db = None,
     user: opt.User = None,
     model: opt.Model = None,
@@ -159,9 +162,11 @@ def flush_cmd(
 
         _print_report(IngestReport(), None, json_out)
         return
+    from nemori_cli.pipeline.semantic import SemanticSettings
+
     llm = deps.build_llm(settings)
     emb = deps.build_embedder(settings, store)
-    pipeline = Pipeline(store, settings.user, llm, emb, window=window)
+    pipeline = Pipeline(store, settings.user, llm, emb, window=window, semantic=SemanticSettings() if facts else None)
     report = _process(pipeline, flush=True, show_progress=_want_progress(progress), user=settings.user)
     _print_report(report, None, json_out)
 
@@ -172,7 +177,7 @@ def _print_report(report, source: str | None, json_out: bool) -> None:
         return
     read = f"read {report.read} messages ({report.added} new) from {source}; " if source else ""
     console().print(
-        f"{read}made {report.episodes} episodes in {report.windows} windows "
+        f"{read}made {report.episodes} episodes and {report.facts} facts in {report.windows} windows "
         f"({report.seconds:.1f} s); {report.pending} messages pending"
     )
 

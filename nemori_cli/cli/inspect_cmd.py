@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from nemori_cli.cli import options as opt
-from nemori_cli.cli.render import console, episode_json, message_json, print_json
+from nemori_cli.cli.render import console, episode_json, fact_json, message_json, print_json
 from nemori_cli.errors import StoreError
 
 inspect_app = typer.Typer(help="Show what memory holds.", no_args_is_help=True)
@@ -63,6 +63,59 @@ def episode_cmd(
         out.print(f"[dim]{m.source_id or m.id:>8}[/dim] {m.timestamp:%Y-%m-%d %H:%M} [bold]{m.speaker}[/bold]: {m.content}", soft_wrap=True)
 
 
+@inspect_app.command("facts")
+def facts_cmd(
+    all_facts: Annotated[bool, typer.Option("--all", help="Include superseded facts.")] = False,
+    limit: Annotated[Optional[int], typer.Option(min=1, help="Show at most this many.")] = None,
+    db: opt.Db = None,
+    user: opt.User = None,
+    json_out: opt.Json = False,
+) -> None:
+    """List semantic facts with the episodes they came from."""
+    from nemori_cli import deps
+    from nemori_cli.store import facts as fact_sql
+
+    settings = opt.settings(db, user)
+    store = deps.open_db(settings, create=False)
+    items = fact_sql.list_all(store, settings.user, include_superseded=all_facts, limit=limit)
+    if json_out:
+        print_json({"user": settings.user, "facts": [fact_json(f) for f in items]})
+        return
+    out = console()
+    for f in items:
+        sources = ",".join(f"E{e}" for e in f.source_episode_ids)
+        status = "" if f.status == "active" else f" [dim]({f.status})[/dim]"
+        out.print(f"[bold]F{f.id}[/bold] [dim]{sources:>8}[/dim] {f.text}{status}", soft_wrap=True)
+    out.print(f"[dim]{len(items)} facts for user {settings.user}[/dim]")
+
+
+@inspect_app.command("fact")
+def fact_cmd(
+    fact_id: Annotated[int, typer.Argument(help="Fact id (see `inspect facts`).")],
+    db: opt.Db = None,
+    user: opt.User = None,
+    json_out: opt.Json = False,
+) -> None:
+    """One fact: its text, status and source episodes."""
+    from nemori_cli import deps
+    from nemori_cli.store import episodes as episode_sql
+    from nemori_cli.store import facts as fact_sql
+
+    settings = opt.settings(db, user)
+    store = deps.open_db(settings, create=False)
+    f = fact_sql.get(store, settings.user, fact_id)
+    if f is None:
+        raise StoreError(f"no fact {fact_id} for user {settings.user}")
+    sources = episode_sql.by_ids(store, settings.user, list(f.source_episode_ids))
+    if json_out:
+        print_json({**fact_json(f), "sources": [episode_json(e, with_messages=False) for e in sources.values()]})
+        return
+    out = console()
+    out.print(f"[bold]F{f.id}[/bold] ({f.status}, created {f.created_at}): {f.text}", soft_wrap=True)
+    for e in sources.values():
+        out.print(f"  from E{e.id} {e.start:%Y-%m-%d %H:%M}: {e.title}")
+
+
 @inspect_app.command("messages")
 def messages_cmd(
     pending: Annotated[bool, typer.Option("--pending", help="Only messages no episode owns yet.")] = False,
@@ -105,6 +158,7 @@ def stats_cmd(db: opt.Db = None, user: opt.User = None, json_out: opt.Json = Fal
         "messages": n("SELECT count(*) AS n FROM messages WHERE user_id = ?"),
         "pending": n("SELECT count(*) AS n FROM messages WHERE user_id = ? AND episode_id IS NULL"),
         "episodes": n("SELECT count(*) AS n FROM episodes WHERE user_id = ? AND status = 'active'"),
+        "facts": n("SELECT count(*) AS n FROM facts WHERE user_id = ? AND status = 'active'"),
     }
     stages = telemetry.stage_stats(store, u)
     info = {

@@ -29,12 +29,14 @@ def _text_arg(value: str, what: str) -> str:
 
 K = Annotated[int, typer.Option("--k", "-k", min=1, max=200, help="Episodes to retrieve (the paper's k).")]
 Raw = Annotated[int, typer.Option("--raw", min=0, max=50, help="Top episodes that bring their raw messages (the paper's r).")]
+Facts = Annotated[int, typer.Option("--facts", min=0, max=400, help="Facts to retrieve (the paper's m = 2k; 0 for none).")]
 Mode = Annotated[SearchMode, typer.Option("--mode", help="hybrid (vector + full text, fused), vector or text.")]
 
 
 def search_cmd(
     query: Annotated[str, typer.Argument(help="What to look for, or - for stdin.", show_default=False)],
     k: K = 10,
+    facts: Facts = 20,
     raw: Raw = 2,
     mode: Mode = SearchMode.hybrid,
     db: opt.Db = None,
@@ -50,7 +52,7 @@ def search_cmd(
     settings = opt.settings(db, user, None, embedder)
     store = deps.open_db(settings, create=False)
     emb = deps.build_embedder(settings, store)
-    hits, ms = search(store, settings.user, emb, text, SearchOptions(k=k, raw_for_top=raw, mode=mode.value))
+    hits, ms = search(store, settings.user, emb, text, SearchOptions(k=k, facts=facts, raw_for_top=raw, mode=mode.value))
     if json_out:
         print_json(
             {
@@ -66,6 +68,9 @@ def search_cmd(
     if not hits:
         out.print("no memories found")
     for h in hits:
+        if h.kind == "fact":
+            out.print(f"[bold]F{h.id}[/bold] {h.start:%Y-%m-%d}  score {h.score:.4f}  {h.text}", soft_wrap=True)
+            continue
         out.print(f"[bold]E{h.id}[/bold] {h.start:%Y-%m-%d %H:%M}  score {h.score:.4f}  [bold]{h.title}[/bold]")
         out.print(f"   {h.text}", soft_wrap=True)
     out.print(f"[dim]{len(hits)} hits in {ms:.1f} ms[/dim]")
@@ -74,6 +79,7 @@ def search_cmd(
 def ask_cmd(
     question: Annotated[str, typer.Argument(help="The question, or - for stdin.", show_default=False)],
     k: K = 10,
+    facts: Facts = 20,
     raw: Raw = 2,
     mode: Mode = SearchMode.hybrid,
     today: Annotated[str, typer.Option(help="Date to treat as today for questions like 'how long ago' (default: none).")] = "",
@@ -94,7 +100,7 @@ def ask_cmd(
     store = deps.open_db(settings, create=False)
     emb = deps.build_embedder(settings, store)
     llm = deps.build_llm(settings)
-    options = SearchOptions(k=k, raw_for_top=raw, mode=mode.value)
+    options = SearchOptions(k=k, facts=facts, raw_for_top=raw, mode=mode.value)
     answer, cited = ask(store, settings.user, emb, llm, text, options, today=today or None)
     with store.transaction():
         telemetry.write(store, settings.user, *llm.log.drain())
@@ -113,7 +119,7 @@ def ask_cmd(
         return
     out = console()
     out.print(answer.answer, soft_wrap=True)
-    by_id = {h.id: h for h in answer.hits}
+    by_id = {h.id: h for h in answer.hits if h.kind == "episode"}
     for i in cited:
         if i in by_id:
             h = by_id[i]

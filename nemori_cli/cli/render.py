@@ -6,7 +6,7 @@ import json
 import sys
 from typing import Any
 
-from nemori_cli.domain import Episode, Hit, Message
+from nemori_cli.domain import Episode, Fact, Hit, Message
 
 
 def print_json(data: Any) -> None:
@@ -40,6 +40,18 @@ def episode_json(e: Episode, *, with_messages: bool = True) -> dict:
     if with_messages:
         data["messages"] = [message_json(m) for m in e.messages]
     return data
+
+
+def fact_json(f: Fact) -> dict:
+    return {
+        "id": f.id,
+        "text": f.text,
+        "status": f.status,
+        "created_at": f.created_at,
+        "source_episode_ids": list(f.source_episode_ids),
+        "superseded_by": f.superseded_by,
+        "superseded_reason": f.superseded_reason,
+    }
 
 
 def hit_json(h: Hit) -> dict:

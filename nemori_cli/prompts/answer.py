@@ -36,12 +36,18 @@ def schema_for(ids: tuple[int, ...]) -> type[BaseModel]:
 
 
 def render_memories(hits: list[Hit], raw_for_top: int) -> str:
+    """Episodes with ids (citable), then facts with the date they were said."""
+    episodes = [h for h in hits if h.kind == "episode"]
+    facts = [h for h in hits if h.kind == "fact"]
     blocks = []
-    for rank, hit in enumerate(hits):
+    for rank, hit in enumerate(episodes):
         block = f"[{hit.id}] ({when(hit.start)}) {hit.title}: {clip(hit.text, 900)}"
         if rank < raw_for_top and hit.messages:
             block += "\n  Messages:\n" + "\n".join("  " + line for line in message_lines(hit.messages, numbered=False, limit=200).splitlines())
         blocks.append(block)
+    if facts:
+        blocks.append("Facts:")
+        blocks.extend(f"- ({when(h.start)}) {clip(h.text, 300)}" for h in facts)
     return "\n".join(blocks)
 
 

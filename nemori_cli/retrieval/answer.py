@@ -28,7 +28,8 @@ def ask(
     """The answer and the ids of the memories it cites (the model's choice, else the top hits)."""
     hits, search_ms = search(db, user, embedder, question, options)
     started = time.perf_counter()
-    schema = prompt.schema_for(tuple(h.id for h in hits))
+    episode_hits = [h for h in hits if h.kind == "episode"]
+    schema = prompt.schema_for(tuple(h.id for h in episode_hits))
     messages = prompt.render(question, hits, raw_for_top=options.raw_for_top, now=today)
     try:
         completion = llm.complete(messages, schema=schema, stage=STAGE, max_tokens=120)
@@ -43,6 +44,6 @@ def ask(
         last = llm.log.calls[-1] if llm.log.calls else None
         usage = Usage(last.prompt_tokens, last.completion_tokens, last.ms) if last else Usage()
     if not cited:
-        cited = [h.id for h in hits[:3]]
+        cited = [h.id for h in episode_hits[:3]]
     answer_ms = (time.perf_counter() - started) * 1000
     return Answer(question, text, tuple(hits), usage, search_ms, answer_ms), cited

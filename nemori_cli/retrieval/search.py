@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from nemori_cli.domain import Hit
 from nemori_cli.embed.base import Embedder
 from nemori_cli.store import episodes as episode_sql
+from nemori_cli.store import facts as fact_sql
 from nemori_cli.store.db import Database
 
 RRF_K = 60
@@ -23,6 +24,7 @@ RRF_K = 60
 @dataclass(frozen=True)
 class SearchOptions:
     k: int = 10  # episodes returned
+    facts: int = 20  # facts returned (the paper's m = 2k); 0 for none
     candidates: int = 50  # taken from each index before fusion
     raw_for_top: int = 2  # attach raw messages to this many top hits (the paper's r)
     mode: str = "hybrid"  # hybrid | vector | text
@@ -40,17 +42,19 @@ def fuse(ranked_lists: list[list[int]], k: int) -> list[tuple[int, float, list[i
     return [(i, scores[i], ranks[i]) for i in ordered]
 
 
+def _ranked(
+    db: Database, user: str, query: str, query_vector, options: SearchOptions, vector_fn, text_fn, k: int
+) -> tuple[list[tuple[int, float, list[int | None]]], dict[int, float]]:
+    vector_hits = vector_fn(db, user, query_vector, options.candidates) if query_vector is not None else []
+    text_hits = text_fn(db, user, query, options.candidates) if options.mode in ("hybrid", "text") else []
+    return fuse([[i for i, _ in vector_hits], [i for i, _ in text_hits]], k), dict(vector_hits)
+
+
 def search(db: Database, user: str, embedder: Embedder, query: str, options: SearchOptions = SearchOptions()) -> tuple[list[Hit], float]:
-    """Hits best first, and the milliseconds taken (query embedding included)."""
+    """Episode hits then fact hits, each best first, and the milliseconds taken (query embedding included)."""
     started = time.perf_counter()
-    vector_hits: list[tuple[int, float]] = []
-    text_hits: list[tuple[int, float]] = []
-    if options.mode in ("hybrid", "text"):
-        text_hits = episode_sql.text_search(db, user, query, options.candidates)
-    if options.mode in ("hybrid", "vector"):
-        vector_hits = episode_sql.vector_search(db, user, embedder.embed_query(query), options.candidates)
-    similarity = dict(vector_hits)
-    fused = fuse([[i for i, _ in vector_hits], [i for i, _ in text_hits]], options.k)
+    query_vector = embedder.embed_query(query) if options.mode in ("hybrid", "vector") else None
+    fused, similarity = _ranked(db, user, query, query_vector, options, episode_sql.vector_search, episode_sql.text_search, options.k)
     top_ids = [i for i, _, _ in fused]
     episodes = episode_sql.by_ids(db, user, top_ids, with_messages=False)
     with_raw = episode_sql.by_ids(db, user, top_ids[: options.raw_for_top], with_messages=True)
@@ -74,4 +78,36 @@ def search(db: Database, user: str, embedder: Embedder, query: str, options: Sea
                 messages=ep.messages,
             )
         )
+    if options.facts:
+        hits.extend(_fact_hits(db, user, query, query_vector, options))
     return hits, (time.perf_counter() - started) * 1000
+
+
+def _fact_hits(db: Database, user: str, query: str, query_vector, options: SearchOptions) -> list[Hit]:
+    """Facts, searched the same hybrid way; a fact's time is its first source episode's."""
+    fused, similarity = _ranked(db, user, query, query_vector, options, fact_sql.vector_search, fact_sql.text_search, options.facts)
+    facts = fact_sql.by_ids(db, user, [i for i, _, _ in fused])
+    sources = episode_sql.by_ids(db, user, sorted({e for f in facts.values() for e in f.source_episode_ids}))
+    hits = []
+    for fact_id, score, (vrank, trank) in fused:
+        fact = facts.get(fact_id)
+        if fact is None:
+            continue
+        times = [sources[e].start for e in fact.source_episode_ids if e in sources]
+        if not times:
+            continue  # its episodes are gone; a fact is never shown without provenance
+        hits.append(
+            Hit(
+                kind="fact",
+                id=fact.id,
+                score=score,
+                title="",
+                text=fact.text,
+                start=min(times),
+                end=max(times),
+                vector_rank=vrank,
+                text_rank=trank,
+                similarity=similarity.get(fact_id),
+            )
+        )
+    return hits

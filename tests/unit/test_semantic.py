@@ -96,3 +96,33 @@ def test_episodic_only_pipeline_makes_no_semantic_calls(db, llm, backend, embedd
     pipe.store(make_messages(5))
     pipe.process(flush=True)
     assert backend.prompts_for("Distilled") == [] and fact_sql.count(db, "u") == 0
+
+
+def test_search_returns_facts_with_provenance_and_never_another_users(db, llm, backend, embedder):
+    from nemori_cli.retrieval.search import SearchOptions, search
+
+    scripted(backend, facts=[["Ann owns a sailing boat."], ["Bob owns a sailing boat."]])
+    ingest(db, llm, embedder)
+    other = Pipeline(db, "other", llm, embedder)
+    other.store(make_messages(5, topic="sailing"))
+    other.process(flush=True)
+    hits, _ = search(db, "u", embedder, "who owns a sailing boat", SearchOptions(k=5, facts=5))
+    facts = [h for h in hits if h.kind == "fact"]
+    assert [h.text for h in facts] == ["Ann owns a sailing boat."]
+    assert facts[0].start.isoformat() == "2023-05-08T13:00:00"  # its source episode's time
+    hits, _ = search(db, "u", embedder, "who owns a sailing boat", SearchOptions(k=5, facts=0))
+    assert all(h.kind == "episode" for h in hits)
+
+
+def test_answer_prompt_lists_facts_after_citable_episodes(db, llm, backend, embedder):
+    from nemori_cli.retrieval.answer import ask
+
+    scripted(backend, facts=[["Ann owns a sailing boat."]])
+    ingest(db, llm, embedder)
+    backend.responses = [{"answer": "a boat", "sources": [1]}]
+    answer, cited = ask(db, "u", embedder, llm, "What does Ann own?")
+    prompt = backend.history[-1][0][-1]["content"]
+    assert "Facts:\n- (8 May 2023 13:00) Ann owns a sailing boat." in prompt
+    items = backend.history[-1][1]["properties"]["sources"]["items"]
+    assert items.get("enum", [items.get("const")]) == [1]  # only episodes are citable
+    assert answer.answer == "a boat" and cited == [1]

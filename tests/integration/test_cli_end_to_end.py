@@ -86,3 +86,20 @@ def test_locomo_sample_is_read_directly(tmp_path):
     episode = run_json("inspect", "episodes", "--db", str(db))["episodes"][0]
     assert episode["messages"][0]["source_id"] == "D1:1"
     assert episode["start"].startswith("2023-05-08")
+
+
+def test_facts_have_provenance_and_reach_search(ingested_example):
+    facts = run_json("inspect", "facts", "--db", str(ingested_example))["facts"]
+    episode_ids = {e["id"] for e in run_json("inspect", "episodes", "--db", str(ingested_example))["episodes"]}
+    for fact in facts:
+        assert fact["source_episode_ids"] and set(fact["source_episode_ids"]) <= episode_ids
+        assert fact["status"] == "active"
+    stats = run_json("stats", "--db", str(ingested_example))
+    stages = {s["stage"] for s in stats["stages"]}
+    assert "distillation" in stages  # one call per episode, whatever the tiny model answered
+    assert stats["counts"]["facts"] == len(facts)
+    if facts:
+        one = run_json("inspect", "fact", str(facts[0]["id"]), "--db", str(ingested_example))
+        assert one["sources"][0]["id"] == facts[0]["source_episode_ids"][0]
+        hits = run_json("search", facts[0]["text"], "--db", str(ingested_example))["hits"]
+        assert any(h["kind"] == "fact" and h["id"] == facts[0]["id"] for h in hits)

@@ -12,20 +12,28 @@ from nemori_cli.errors import StoreError
 
 inspect_app = typer.Typer(help="Show what memory holds.", no_args_is_help=True)
 
+Limit = Annotated[Optional[int], typer.Option(min=1, help="Show at most this many.")]
+
+
+def _open(db: str | None, user: str | None):
+    """The user's name and the existing database (never created by a read)."""
+    from nemori_cli import deps
+
+    settings = opt.settings(db, user)
+    return settings, deps.open_db(settings, create=False)
+
 
 @inspect_app.command("episodes")
 def episodes_cmd(
-    limit: Annotated[Optional[int], typer.Option(min=1, help="Show at most this many.")] = None,
+    limit: Limit = None,
     db: opt.Db = None,
     user: opt.User = None,
     json_out: opt.Json = False,
 ) -> None:
     """List episodes in time order."""
-    from nemori_cli import deps
     from nemori_cli.store import episodes as episode_sql
 
-    settings = opt.settings(db, user)
-    store = deps.open_db(settings, create=False)
+    settings, store = _open(db, user)
     items = episode_sql.list_all(store, settings.user, with_messages=True, limit=limit)
     if json_out:
         print_json({"user": settings.user, "episodes": [episode_json(e) for e in items]})
@@ -44,11 +52,9 @@ def episode_cmd(
     json_out: opt.Json = False,
 ) -> None:
     """One episode: its narrative and its raw messages with their ids."""
-    from nemori_cli import deps
     from nemori_cli.store import episodes as episode_sql
 
-    settings = opt.settings(db, user)
-    store = deps.open_db(settings, create=False)
+    settings, store = _open(db, user)
     e = episode_sql.get(store, settings.user, episode_id)
     if e is None:
         raise StoreError(f"no episode {episode_id} for user {settings.user}")
@@ -66,17 +72,15 @@ def episode_cmd(
 @inspect_app.command("facts")
 def facts_cmd(
     all_facts: Annotated[bool, typer.Option("--all", help="Include superseded facts.")] = False,
-    limit: Annotated[Optional[int], typer.Option(min=1, help="Show at most this many.")] = None,
+    limit: Limit = None,
     db: opt.Db = None,
     user: opt.User = None,
     json_out: opt.Json = False,
 ) -> None:
     """List semantic facts with the episodes they came from."""
-    from nemori_cli import deps
     from nemori_cli.store import facts as fact_sql
 
-    settings = opt.settings(db, user)
-    store = deps.open_db(settings, create=False)
+    settings, store = _open(db, user)
     items = fact_sql.list_all(store, settings.user, include_superseded=all_facts, limit=limit)
     if json_out:
         print_json({"user": settings.user, "facts": [fact_json(f) for f in items]})
@@ -97,12 +101,10 @@ def fact_cmd(
     json_out: opt.Json = False,
 ) -> None:
     """One fact: its text, status and source episodes."""
-    from nemori_cli import deps
     from nemori_cli.store import episodes as episode_sql
     from nemori_cli.store import facts as fact_sql
 
-    settings = opt.settings(db, user)
-    store = deps.open_db(settings, create=False)
+    settings, store = _open(db, user)
     f = fact_sql.get(store, settings.user, fact_id)
     if f is None:
         raise StoreError(f"no fact {fact_id} for user {settings.user}")
@@ -119,17 +121,15 @@ def fact_cmd(
 @inspect_app.command("messages")
 def messages_cmd(
     pending: Annotated[bool, typer.Option("--pending", help="Only messages no episode owns yet.")] = False,
-    limit: Annotated[Optional[int], typer.Option(min=1, help="Show at most this many.")] = None,
+    limit: Limit = None,
     db: opt.Db = None,
     user: opt.User = None,
     json_out: opt.Json = False,
 ) -> None:
     """List stored messages (and which episode owns each)."""
-    from nemori_cli import deps
     from nemori_cli.store import messages as message_sql
 
-    settings = opt.settings(db, user)
-    store = deps.open_db(settings, create=False)
+    settings, store = _open(db, user)
     items = message_sql.all_messages(store, settings.user, pending_only=pending, limit=limit)
     if json_out:
         print_json({"user": settings.user, "messages": [message_json(m) for m in items]})
@@ -143,11 +143,9 @@ def messages_cmd(
 
 def stats_cmd(db: opt.Db = None, user: opt.User = None, json_out: opt.Json = False) -> None:
     """Counts, and per pipeline stage: LLM calls, tokens, seconds, repairs and fallbacks."""
-    from nemori_cli import deps
     from nemori_cli.store import telemetry
 
-    settings = opt.settings(db, user)
-    store = deps.open_db(settings, create=False)
+    settings, store = _open(db, user)
     u = settings.user
 
     def n(sql: str) -> int:

@@ -50,6 +50,11 @@ def build_llm(settings: Settings) -> StructuredLLM:
     return StructuredLLM(build_backend(llm_preset(settings), settings))
 
 
+def check_embedder_files(settings: Settings) -> None:
+    """Fail on an unknown or missing embedder before a new database file is created."""
+    embedder_path(resolve_embedder(load_presets(), settings.embedder))
+
+
 def build_embedder(settings: Settings, db: Database | None = None) -> Embedder:
     """The embedder, refused early if the database was built with another one."""
     preset = resolve_embedder(load_presets(), settings.embedder)

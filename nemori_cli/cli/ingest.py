@@ -131,6 +131,8 @@ def ingest(
     settings = opt.settings(db, user, model, embedder)
     incoming, namespace = _read(source, fmt, sample, default_timestamp, sessions)
     llm = deps.build_llm(settings)  # a missing model or dead endpoint fails here, before any write
+    if not settings.db_path.exists():
+        deps.check_embedder_files(settings)  # a new file is not created for a run that cannot embed
     store = deps.open_db(settings)
     emb = deps.build_embedder(settings, store)
     pipeline = Pipeline(store, settings.user, llm, emb, window=window, semantic=SemanticSettings() if facts else None)

@@ -117,3 +117,12 @@ def test_help_is_fast_and_imports_nothing_heavy():
     code = "import sys; from nemori_cli.cli import app; print(sorted(m for m in ('torch','llama_cpp','sentence_transformers','apsw','numpy') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_missing_embedder_creates_no_database(tmp_path):
+    presets = tmp_path / "models.toml"
+    presets.write_text('[embedder.gone]\nkind = "sentence-transformers"\nname = "gone"\npath = "/nonexistent/model"\n')
+    db = tmp_path / "new.db"
+    proc = run_nemori("ingest", str(EXAMPLE), "--db", str(db), "--embedder", "gone", env={"NEMORI_MODELS_FILE": str(presets)})
+    assert_clean_failure(proc, "embedder gone", "/nonexistent/model")
+    assert not db.exists()

@@ -103,4 +103,28 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         CREATE VIRTUAL TABLE fact_fts_terms USING fts5vocab(fact_fts, 'row');
         """,
     ),
+    (
+        4,
+        "episode integration, fact audit, running summaries",
+        # A merged episode is a new row; the episodes it replaced keep their
+        # text and point at it (superseded_by), so nothing is destroyed and
+        # provenance can be walked both ways. Facts already had their
+        # superseded_* columns; `origin` says how a fact came to be.
+        """
+        ALTER TABLE episodes ADD COLUMN superseded_by INTEGER REFERENCES episodes(id);
+        ALTER TABLE episodes ADD COLUMN superseded_at TEXT;
+        ALTER TABLE episodes ADD COLUMN superseded_reason TEXT;
+        CREATE INDEX episodes_by_successor ON episodes(superseded_by);
+        ALTER TABLE facts ADD COLUMN origin TEXT NOT NULL DEFAULT 'new';   -- new | merge | conflict | duplicate
+        CREATE INDEX facts_by_successor ON facts(superseded_by);
+        CREATE TABLE summaries (
+            id          INTEGER PRIMARY KEY,
+            user_id     TEXT NOT NULL,
+            text        TEXT NOT NULL,
+            episode_id  INTEGER REFERENCES episodes(id),  -- the episode folded in last
+            created_at  TEXT NOT NULL
+        );
+        CREATE INDEX summaries_by_user ON summaries(user_id, id);
+        """,
+    ),
 ]

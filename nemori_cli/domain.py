@@ -54,8 +54,11 @@ class Episode:
     start: datetime  # first message's time
     end: datetime  # last message's time
     created_at: str
-    boundary: str  # how its group was found: "model", "time-gap", "fallback", "flush"
+    boundary: str  # how its group was found: "model", "time-gap", "fallback", "flush", "merged"
     messages: tuple[Message, ...] = field(default_factory=tuple)
+    status: str = "active"  # active | superseded (merged into a later episode)
+    superseded_by: int | None = None
+    superseded_reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -70,13 +73,15 @@ class Fact:
     source_episode_ids: tuple[int, ...] = ()
     superseded_by: int | None = None
     superseded_reason: str | None = None
+    superseded_at: str | None = None
+    origin: str = "new"  # how it came to be: new | merge | conflict
 
 
 @dataclass(frozen=True)
 class Hit:
     """One retrieved memory with its fused score and the ranks that made it."""
 
-    kind: str  # "episode" | "fact" (later: "note")
+    kind: str  # "episode" | "fact" | "summary" (later: "note")
     id: int
     score: float
     title: str

@@ -20,6 +20,61 @@ class InputFormat(str, Enum):
     locomo = "locomo"
 
 
+class MemoryMode(str, Enum):
+    native = "native"
+    summary = "summary"
+    naive_rag = "naive-rag"
+
+
+class DistillMode(str, Enum):
+    prediction = "prediction"
+    direct = "direct"
+
+
+class IndexOn(str, Enum):
+    narrative = "narrative"
+    messages = "messages"
+
+
+# Method flags: given on the first ingest, recorded in the database, inherited
+# by every later run. A later flag that disagrees is refused (never mixed).
+Memory = Annotated[
+    Optional[MemoryMode],
+    typer.Option("--memory", help="native (facts, consolidated), summary (one running summary) or naive-rag (facts appended).", show_default=False),
+]
+Distill = Annotated[
+    Optional[DistillMode],
+    typer.Option("--distill", help="prediction (keep what memory could not predict) or direct (extract from the raw episode).", show_default=False),
+]
+Integrate = Annotated[
+    Optional[bool],
+    typer.Option("--integrate/--no-integrate", help="Merge an episode into the earlier one it continues (default on).", show_default=False),
+]
+FactsFlag = Annotated[
+    Optional[bool],
+    typer.Option("--facts/--no-facts", help="Distil semantic facts (default), or keep episodes only.", show_default=False),
+]
+IndexFlag = Annotated[
+    Optional[IndexOn],
+    typer.Option("--index", help="Index episodes on their narrative (default) or on their raw messages.", show_default=False),
+]
+
+
+def _profile(store, memory, distill, integrate, facts, index):
+    from nemori_cli.memory.profile import resolve
+
+    return resolve(
+        store,
+        {
+            "memory": memory.value if memory else None,
+            "distill": distill.value if distill else None,
+            "integrate": integrate,
+            "facts": facts,
+            "index": index.value if index else None,
+        },
+    )
+
+
 def _read(source: str, fmt: InputFormat, sample: str | None, default_ts: str | None, sessions: str | None):
     from nemori_cli.pipeline import readers
 
@@ -115,7 +170,11 @@ def ingest(
     default_timestamp: Annotated[Optional[str], typer.Option(help="Time for messages that have none (ISO 8601).")] = None,
     flush: Annotated[bool, typer.Option("--flush/--no-flush", help="Make episodes of the tail too (default), or keep it pending for more messages.")] = True,
     window: opt.Window = 20,
-    facts: Annotated[bool, typer.Option("--facts/--no-facts", help="Distil semantic facts by prediction error (default), or keep episodes only.")] = True,
+    memory: Memory = None,
+    distill: Distill = None,
+    integrate: Integrate = None,
+    facts: FactsFlag = None,
+    index: IndexFlag = None,
     progress: opt.ShowProgress = None,
     db: opt.Db = None,
     user: opt.User = None,
@@ -126,7 +185,6 @@ def ingest(
     """Store messages, then turn them into episodes and facts (resumable; re-ingesting adds nothing)."""
     from nemori_cli import deps
     from nemori_cli.pipeline.runner import Pipeline
-    from nemori_cli.pipeline.semantic import SemanticSettings
 
     settings = opt.settings(db, user, model, embedder)
     incoming, namespace = _read(source, fmt, sample, default_timestamp, sessions)
@@ -134,8 +192,9 @@ def ingest(
     if not settings.db_path.exists():
         deps.check_embedder_files(settings)  # a new file is not created for a run that cannot embed
     store = deps.open_db(settings)
+    profile = _profile(store, memory, distill, integrate, facts, index)
     emb = deps.build_embedder(settings, store)
-    pipeline = Pipeline(store, settings.user, llm, emb, window=window, semantic=SemanticSettings() if facts else None)
+    pipeline = Pipeline(store, settings.user, llm, emb, window=window, profile=profile)
     added = pipeline.store(incoming, namespace)
     report = _process(pipeline, flush=flush, show_progress=_want_progress(progress), user=settings.user)
     report.read, report.added = len(incoming), added
@@ -145,14 +204,13 @@ def ingest(
 def flush_cmd(
     progress: opt.ShowProgress = None,
     window: opt.Window = 20,
-    facts: Annotated[bool, typer.Option("--facts/--no-facts", help="Distil semantic facts (default), or keep episodes only.")] = True,
     db: opt.Db = None,
     user: opt.User = None,
     model: opt.Model = None,
     embedder: opt.EmbedderName = None,
     json_out: opt.Json = False,
 ) -> None:
-    """Turn every pending message into episodes now (also resumes an interrupted ingest)."""
+    """Turn every pending message into episodes now (also resumes an interrupted ingest), with the database's recorded method."""
     from nemori_cli import deps
     from nemori_cli.pipeline.runner import Pipeline
     from nemori_cli.store import messages as message_sql
@@ -164,11 +222,11 @@ def flush_cmd(
 
         _print_report(IngestReport(), None, json_out)
         return
-    from nemori_cli.pipeline.semantic import SemanticSettings
+    from nemori_cli.memory.profile import resolve
 
     llm = deps.build_llm(settings)
     emb = deps.build_embedder(settings, store)
-    pipeline = Pipeline(store, settings.user, llm, emb, window=window, semantic=SemanticSettings() if facts else None)
+    pipeline = Pipeline(store, settings.user, llm, emb, window=window, profile=resolve(store, {}))
     report = _process(pipeline, flush=True, show_progress=_want_progress(progress), user=settings.user)
     _print_report(report, None, json_out)
 
@@ -179,7 +237,8 @@ def _print_report(report, source: str | None, json_out: bool) -> None:
         return
     read = f"read {report.read} messages ({report.added} new) from {source}; " if source else ""
     console().print(
-        f"{read}made {report.episodes} episodes and {report.facts} facts in {report.windows} windows "
+        f"{read}made {report.episodes} episodes ({report.merged} merged into earlier ones) and {report.facts} facts "
+        f"in {report.windows} windows "
         f"({report.seconds:.1f} s); {report.pending} messages pending"
     )
 

@@ -25,6 +25,7 @@ def _open(db: str | None, user: str | None):
 
 @inspect_app.command("episodes")
 def episodes_cmd(
+    all_episodes: Annotated[bool, typer.Option("--all", help="Include episodes merged into later ones.")] = False,
     limit: Limit = None,
     db: opt.Db = None,
     user: opt.User = None,
@@ -34,13 +35,14 @@ def episodes_cmd(
     from nemori_cli.store import episodes as episode_sql
 
     settings, store = _open(db, user)
-    items = episode_sql.list_all(store, settings.user, with_messages=True, limit=limit)
+    items = episode_sql.list_all(store, settings.user, with_messages=True, limit=limit, include_superseded=all_episodes)
     if json_out:
         print_json({"user": settings.user, "episodes": [episode_json(e) for e in items]})
         return
     out = console()
     for e in items:
-        out.print(f"[bold]E{e.id}[/bold] {e.start:%Y-%m-%d %H:%M}  {len(e.messages):>3} msgs  [bold]{e.title}[/bold]")
+        status = f" [dim](merged into E{e.superseded_by})[/dim]" if e.superseded_by else ""
+        out.print(f"[bold]E{e.id}[/bold] {e.start:%Y-%m-%d %H:%M}  {len(e.messages):>3} msgs  [bold]{e.title}[/bold]{status}")
     out.print(f"[dim]{len(items)} episodes for user {settings.user}[/dim]")
 
 
@@ -58,11 +60,16 @@ def episode_cmd(
     e = episode_sql.get(store, settings.user, episode_id)
     if e is None:
         raise StoreError(f"no episode {episode_id} for user {settings.user}")
+    parts = episode_sql.parts(store, settings.user, e.id)
     if json_out:
-        print_json(episode_json(e))
+        print_json({**episode_json(e), "merged_from": [episode_json(p, with_messages=False) for p in parts]})
         return
     out = console()
     out.print(f"[bold]E{e.id}: {e.title}[/bold]  ({e.start:%Y-%m-%d %H:%M} – {e.end:%Y-%m-%d %H:%M}, boundary: {e.boundary})")
+    if e.superseded_by:
+        out.print(f"[yellow]superseded: {e.superseded_reason}[/yellow] (its messages now belong to E{e.superseded_by})")
+    for p in parts:
+        out.print(f"[dim]merged from E{p.id} {p.start:%Y-%m-%d %H:%M}: {p.title}[/dim]")
     out.print(e.narrative, soft_wrap=True)
     out.print()
     for m in e.messages:
@@ -109,13 +116,46 @@ def fact_cmd(
     if f is None:
         raise StoreError(f"no fact {fact_id} for user {settings.user}")
     sources = episode_sql.by_ids(store, settings.user, list(f.source_episode_ids))
+    replaced = fact_sql.replaced(store, settings.user, f.id)
     if json_out:
-        print_json({**fact_json(f), "sources": [episode_json(e, with_messages=False) for e in sources.values()]})
+        print_json(
+            {
+                **fact_json(f),
+                "sources": [episode_json(e, with_messages=False) for e in sources.values()],
+                "replaced": [fact_json(r) for r in replaced],
+            }
+        )
         return
     out = console()
-    out.print(f"[bold]F{f.id}[/bold] ({f.status}, created {f.created_at}): {f.text}", soft_wrap=True)
+    out.print(f"[bold]F{f.id}[/bold] ({f.status}, {f.origin}, created {f.created_at}): {f.text}", soft_wrap=True)
+    if f.superseded_by:
+        out.print(f"[yellow]superseded on {f.superseded_at}: {f.superseded_reason}[/yellow]", soft_wrap=True)
+    for r in replaced:
+        out.print(f"  replaced F{r.id}: {r.text}", soft_wrap=True)
     for e in sources.values():
         out.print(f"  from E{e.id} {e.start:%Y-%m-%d %H:%M}: {e.title}")
+
+
+@inspect_app.command("summary")
+def summary_cmd(
+    history: Annotated[bool, typer.Option("--history", help="Every version, oldest first.")] = False,
+    db: opt.Db = None,
+    user: opt.User = None,
+    json_out: opt.Json = False,
+) -> None:
+    """The running summary (memory mode `summary`)."""
+    settings, store = _open(db, user)
+    rows = store.query("SELECT id, text, episode_id, created_at FROM summaries WHERE user_id = ? ORDER BY id", (settings.user,))
+    rows = rows if history else rows[-1:]
+    if json_out:
+        print_json({"user": settings.user, "summaries": rows})
+        return
+    out = console()
+    if not rows:
+        out.print("no summary (it is kept only with --memory summary)")
+    for r in rows:
+        out.print(f"[bold]version {r['id']}[/bold] (after E{r['episode_id']}, {r['created_at']})")
+        out.print(r["text"], soft_wrap=True)
 
 
 @inspect_app.command("messages")
@@ -141,6 +181,13 @@ def messages_cmd(
     out.print(f"[dim]{len(items)} messages[/dim]")
 
 
+def _profile_text(store) -> str | None:
+    from nemori_cli.memory.profile import stored
+
+    p = stored(store)
+    return p.describe() if p else None
+
+
 def stats_cmd(db: opt.Db = None, user: opt.User = None, json_out: opt.Json = False) -> None:
     """Counts, and per pipeline stage: LLM calls, tokens, seconds, repairs and fallbacks."""
     from nemori_cli.store import telemetry
@@ -157,6 +204,8 @@ def stats_cmd(db: opt.Db = None, user: opt.User = None, json_out: opt.Json = Fal
         "pending": n("SELECT count(*) AS n FROM messages WHERE user_id = ? AND episode_id IS NULL"),
         "episodes": n("SELECT count(*) AS n FROM episodes WHERE user_id = ? AND status = 'active'"),
         "facts": n("SELECT count(*) AS n FROM facts WHERE user_id = ? AND status = 'active'"),
+        "merged_episodes": n("SELECT count(*) AS n FROM episodes WHERE user_id = ? AND status = 'superseded'"),
+        "superseded_facts": n("SELECT count(*) AS n FROM facts WHERE user_id = ? AND status = 'superseded'"),
     }
     stages = telemetry.stage_stats(store, u)
     info = {
@@ -164,6 +213,7 @@ def stats_cmd(db: opt.Db = None, user: opt.User = None, json_out: opt.Json = Fal
         "db_bytes": settings.db_path.stat().st_size,
         "schema_version": store.schema_version(),
         "embedder": store.embedder_identity(),
+        "profile": _profile_text(store),
         "user": u,
         "counts": counts,
         "stages": stages,
@@ -176,7 +226,9 @@ def stats_cmd(db: opt.Db = None, user: opt.User = None, json_out: opt.Json = Fal
     out = console()
     out.print(f"{info['db']} (schema {info['schema_version']}, embedder {info['embedder']}), user {u}")
     out.print(", ".join(f"{v} {k}" for k, v in counts.items()))
-    table = Table("stage", "calls", "attempts", "prompt tok", "output tok", "seconds", "failed", "repaired", "fallbacks")
+    out.print(f"method: {info['profile']}")
+    columns = ("calls", "attempts", "prompt_tokens", "completion_tokens", "seconds", "failed", "repaired", "fallbacks", "decisions")
+    table = Table("stage", "calls", "attempts", "prompt tok", "output tok", "seconds", "failed", "repaired", "fallbacks", "decisions")
     for s in stages:
-        table.add_row(s["stage"], *(str(s[c]) for c in ("calls", "attempts", "prompt_tokens", "completion_tokens", "seconds", "failed", "repaired", "fallbacks")))
+        table.add_row(s["stage"], *(str(s.get(c, 0)) for c in columns))
     out.print(table)

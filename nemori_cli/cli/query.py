@@ -19,6 +19,11 @@ class SearchMode(str, Enum):
     text = "text"
 
 
+class Context(str, Enum):
+    narrative = "narrative"
+    messages = "messages"
+
+
 def _text_arg(value: str, what: str) -> str:
     text = sys.stdin.read() if value == "-" else value
     text = text.strip()
@@ -27,9 +32,12 @@ def _text_arg(value: str, what: str) -> str:
     return text
 
 
-K = Annotated[int, typer.Option("--k", "-k", min=1, max=200, help="Episodes to retrieve (the paper's k).")]
+K = Annotated[int, typer.Option("--k", "-k", min=0, max=200, help="Episodes to retrieve (the paper's k; 0: no episodic retrieval).")]
 Raw = Annotated[int, typer.Option("--raw", min=0, max=50, help="Top episodes that bring their raw messages (the paper's r).")]
-Facts = Annotated[int, typer.Option("--facts", min=0, max=400, help="Facts to retrieve (the paper's m = 2k; 0 for none).")]
+Facts = Annotated[int, typer.Option("--facts", min=0, max=400, help="Facts to retrieve (the paper's m = 2k; 0: no semantic retrieval).")]
+ContextOpt = Annotated[
+    Context, typer.Option("--context", help="What episodes show: narrative (N) or raw messages for every episode (P).")
+]
 Mode = Annotated[SearchMode, typer.Option("--mode", help="hybrid (vector + full text, fused), vector or text.")]
 
 
@@ -39,6 +47,7 @@ def search_cmd(
     facts: Facts = 20,
     raw: Raw = 2,
     mode: Mode = SearchMode.hybrid,
+    context: ContextOpt = Context.narrative,
     db: opt.Db = None,
     user: opt.User = None,
     embedder: opt.EmbedderName = None,
@@ -52,7 +61,7 @@ def search_cmd(
     settings = opt.settings(db, user, None, embedder)
     store = deps.open_db(settings, create=False)
     emb = deps.build_embedder(settings, store)
-    hits, ms = search(store, settings.user, emb, text, SearchOptions(k=k, facts=facts, raw_for_top=raw, mode=mode.value))
+    hits, ms = search(store, settings.user, emb, text, SearchOptions(k=k, facts=facts, raw_for_top=raw, mode=mode.value, context=context.value))
     if json_out:
         print_json(
             {
@@ -71,6 +80,9 @@ def search_cmd(
         if h.kind == "fact":
             out.print(f"[bold]F{h.id}[/bold] {h.start:%Y-%m-%d}  score {h.score:.4f}  {h.text}", soft_wrap=True)
             continue
+        if h.kind == "summary":
+            out.print(f"[bold]summary[/bold] (version {h.id}): {h.text}", soft_wrap=True)
+            continue
         out.print(f"[bold]E{h.id}[/bold] {h.start:%Y-%m-%d %H:%M}  score {h.score:.4f}  [bold]{h.title}[/bold]")
         out.print(f"   {h.text}", soft_wrap=True)
     out.print(f"[dim]{len(hits)} hits in {ms:.1f} ms[/dim]")
@@ -82,6 +94,7 @@ def ask_cmd(
     facts: Facts = 20,
     raw: Raw = 2,
     mode: Mode = SearchMode.hybrid,
+    context: ContextOpt = Context.narrative,
     today: Annotated[str, typer.Option(help="Date to treat as today for questions like 'how long ago' (default: none).")] = "",
     db: opt.Db = None,
     user: opt.User = None,
@@ -100,7 +113,7 @@ def ask_cmd(
     store = deps.open_db(settings, create=False)
     emb = deps.build_embedder(settings, store)
     llm = deps.build_llm(settings)
-    options = SearchOptions(k=k, facts=facts, raw_for_top=raw, mode=mode.value)
+    options = SearchOptions(k=k, facts=facts, raw_for_top=raw, mode=mode.value, context=context.value)
     answer, cited = ask(store, settings.user, emb, llm, text, options, today=today or None)
     with store.transaction():
         telemetry.write(store, settings.user, *llm.log.drain())

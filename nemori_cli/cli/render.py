@@ -33,6 +33,9 @@ def episode_json(e: Episode, *, with_messages: bool = True) -> dict:
         "start": e.start.isoformat(),
         "end": e.end.isoformat(),
         "boundary": e.boundary,
+        "status": e.status,
+        "superseded_by": e.superseded_by,
+        "superseded_reason": e.superseded_reason,
         "created_at": e.created_at,
         "message_count": len(e.messages),
         "message_ids": [m.source_id if m.source_id is not None else m.key for m in e.messages],
@@ -49,8 +52,10 @@ def fact_json(f: Fact) -> dict:
         "status": f.status,
         "created_at": f.created_at,
         "source_episode_ids": list(f.source_episode_ids),
+        "origin": f.origin,
         "superseded_by": f.superseded_by,
         "superseded_reason": f.superseded_reason,
+        "superseded_at": f.superseded_at,
     }
 
 

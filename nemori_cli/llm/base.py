@@ -52,6 +52,10 @@ class CallLog:
     def fallback(self, stage: str, detail: str) -> None:
         self.events.append(EventRecord(stage, "fallback", detail))
 
+    def decision(self, stage: str, detail: str) -> None:
+        """What a memory-management step decided (integration, consolidation): the audit trail."""
+        self.events.append(EventRecord(stage, "decision", detail))
+
     def drain(self) -> tuple[list[CallRecord], list[EventRecord]]:
         calls, events = self.calls, self.events
         self.calls, self.events = [], []

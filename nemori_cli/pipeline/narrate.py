@@ -12,6 +12,7 @@ model gives nothing usable, the episode is built from the messages themselves
 from __future__ import annotations
 
 import re
+from datetime import datetime
 
 from nemori_cli.domain import Message
 from nemori_cli.errors import LLMOutputError
@@ -32,7 +33,7 @@ def narrate(group: Group, llm: StructuredLLM) -> EpisodeDraft:
     try:
         answer = llm.complete(prompt.render(messages), schema=prompt.Narrative, stage=STAGE, max_tokens=360).value
         title, narrative = answer.title.strip(), answer.narrative.strip()
-        title, narrative = _repair(title, narrative, messages, llm)
+        title, narrative = repair_narrative(title, narrative, messages[0].timestamp, clip(messages[0].content, 60), llm)
     except LLMOutputError as e:
         llm.log.fallback(STAGE, f"{e.message}; narrative built from the messages")
         title, narrative = fallback_narrative(messages)
@@ -46,8 +47,10 @@ def narrate(group: Group, llm: StructuredLLM) -> EpisodeDraft:
     )
 
 
-def _repair(title: str, narrative: str, messages: list[Message], llm: StructuredLLM) -> tuple[str, str]:
-    anchor = messages[0].timestamp
+def repair_narrative(
+    title: str, narrative: str, anchor: datetime, fallback_title: str, llm: StructuredLLM, stage: str = STAGE
+) -> tuple[str, str]:
+    """Deterministic fixes of a model's episode text, each counted under ``stage``."""
     fixes = []
     sentences = _SENTENCE.split(narrative)
     distinct = list(dict.fromkeys(s.strip() for s in sentences if s.strip()))
@@ -62,10 +65,10 @@ def _repair(title: str, narrative: str, messages: list[Message], llm: Structured
         fixes.append("added the episode date")
         narrative = f"On {format_date(anchor.date())}: {narrative}"
     if not title:
-        title = clip(messages[0].content, 60)
+        title = fallback_title
         fixes.append("title from first message")
     if fixes:
-        llm.log.repaired(STAGE, "; ".join(fixes))
+        llm.log.repaired(stage, "; ".join(fixes))
     return title, narrative
 
 

@@ -1,10 +1,16 @@
 """The persisted pipeline: store messages, then turn the pending buffer into episodes.
 
 Resumability comes from the database, not from memory: a message is pending
-until the transaction that writes its episode commits. Each window's episodes,
-their indexes, the messages' ownership and the window's LLM call log are one
-transaction, so Ctrl-C or a crash at any point leaves either the whole window
-done or none of it, and the next run picks up the same pending messages.
+until the transaction that writes its episode commits. Each episode is one
+unit of work: its integration with earlier episodes, its row and indexes, the
+messages' ownership, its facts and their consolidation (or the summary), and
+the LLM call log are one transaction. Ctrl-C or a crash at any point leaves
+whole episodes done and the rest pending, and the next run picks them up.
+
+The stages after narration run inside that transaction because each decision
+reads what the previous one wrote: a fact distilled from this episode can be
+evoked and consolidated against by the next. Readers are never blocked (WAL);
+a second writer waits for the busy timeout.
 """
 
 from __future__ import annotations
@@ -13,9 +19,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from nemori_cli.domain import IncomingMessage
+from nemori_cli.domain import IncomingMessage, to_epoch
 from nemori_cli.embed.base import Embedder, identity
 from nemori_cli.llm.base import StructuredLLM
+from nemori_cli.memory.profile import DEFAULT, Profile, record
+from nemori_cli.pipeline import consolidate, integrate, summary
+from nemori_cli.pipeline.consolidate import ConsolidationSettings
+from nemori_cli.pipeline.integrate import IntegrationSettings
 from nemori_cli.pipeline.narrate import narrate
 from nemori_cli.pipeline.partition import Group, PartitionSettings, partition
 from nemori_cli.pipeline.semantic import SemanticSettings, distill_facts
@@ -24,6 +34,7 @@ from nemori_cli.store import facts as fact_sql
 from nemori_cli.store import messages as message_sql
 from nemori_cli.store import telemetry
 from nemori_cli.store.db import Database
+from nemori_cli.store.episodes import EpisodeDraft
 
 Progress = Callable[[int, int], None]  # (messages done, messages to do)
 
@@ -34,6 +45,7 @@ class IngestReport:
     added: int = 0
     episodes: int = 0
     facts: int = 0
+    merged: int = 0  # episodes that continued an earlier one
     windows: int = 0
     pending: int = 0
     seconds: float = 0.0
@@ -48,20 +60,27 @@ class Pipeline:
         embedder: Embedder,
         *,
         window: int = 20,
+        profile: Profile = DEFAULT,
         partition_settings: PartitionSettings = PartitionSettings(),
-        semantic: SemanticSettings | None = SemanticSettings(),
+        semantic: SemanticSettings = SemanticSettings(),
+        integration: IntegrationSettings = IntegrationSettings(),
+        consolidation: ConsolidationSettings = ConsolidationSettings(),
     ):
         if window < 2:
             raise ValueError("window must be at least 2")
         self.db, self.user, self.llm, self.embedder = db, user, llm, embedder
         self.window = window
+        self.profile = profile
         self.partition_settings = partition_settings
-        self.semantic = semantic  # None: episodic memory only
+        self.semantic = SemanticSettings(semantic.evoke_k, semantic.threshold, direct=profile.distill == "direct")
+        self.integration = integration
+        self.consolidation = consolidation
 
     def store(self, incoming: list[IncomingMessage], namespace: str = "") -> int:
-        """Store new messages (all or none); returns how many were new."""
+        """Store new messages (all or none) and the profile; returns how many were new."""
         with self.db.transaction():
             self.db.bind_embedder(identity(self.embedder), self.embedder.dimensions)
+            record(self.db, self.profile)
             return message_sql.insert_messages(self.db, self.user, incoming, namespace)
 
     def process(self, *, flush: bool, progress: Progress | None = None) -> IngestReport:
@@ -86,42 +105,74 @@ class Pipeline:
             groups = partition(window, self.llm, self.embedder, self.partition_settings)
             if len(groups) > 1 and (more_after or not flush):
                 groups = groups[:-1]  # carried into the next window
-            episodes, facts = self._write(groups)
-            report.episodes += episodes
-            report.facts += facts
+            for group in groups:
+                self._episode(group, report)
+                done += len(group.messages)
+                if progress:
+                    progress(done, total)
             report.windows += 1
-            done += sum(len(g.messages) for g in groups)
-            if progress:
-                progress(done, total)
         report.pending = message_sql.count_pending(self.db, self.user)
         if report.windows:
             self.db.checkpoint()
         report.seconds = time.perf_counter() - started
         return report
 
-    def _write(self, groups: list[Group]) -> tuple[int, int]:
-        """Episodes (and their facts) of one window, in one transaction. Model calls run by stage."""
-        drafts = [narrate(g, self.llm) for g in groups]
-        vectors = self.embedder.embed_documents([f"{d.title}\n{d.narrative}" for d in drafts])
-        facts_per_draft: list[list[str]] = [[] for _ in drafts]
-        if self.semantic is not None:
-            facts_per_draft = [
-                distill_facts(self.db, self.user, self.llm, d.title, list(g.messages), v, self.semantic)
-                for d, g, v in zip(drafts, groups, vectors)
-            ]
-        all_facts = [f for fs in facts_per_draft for f in fs]
-        fact_vectors = iter(self.embedder.embed_documents(all_facts)) if all_facts else iter(())
+    # -- one episode, one transaction ------------------------------------
+    def _episode(self, group: Group, report: IngestReport) -> None:
+        draft = narrate(group, self.llm)  # the slowest call, made before any lock is taken
         with self.db.transaction():
-            ids = [m.id for g in groups for m in g.messages]
-            if not _still_pending(self.db, self.user, ids):
-                return 0, 0  # another process took this window meanwhile; nothing to add
-            for draft, vector, facts in zip(drafts, vectors, facts_per_draft):
-                episode_id = episode_sql.add(self.db, self.user, draft, vector)
-                for fact in facts:
-                    fact_sql.add(self.db, self.user, fact, next(fact_vectors), [episode_id])
-            calls, events = self.llm.log.drain()
-            telemetry.write(self.db, self.user, calls, events)
-        return len(drafts), len(all_facts)
+            if not _still_pending(self.db, self.user, [m.id for m in group.messages]):
+                return  # another process took these messages meanwhile; nothing to add
+            vector = self._embed(draft, group)
+            episode_id, merged = self._integrate(draft, group, vector)
+            report.episodes += 0 if merged else 1
+            report.merged += int(merged)
+            if self.profile.memory == "summary":
+                summary.fold_in(self.db, self.user, self.llm, draft, episode_id)
+            elif self.profile.facts:
+                report.facts += self._facts(draft, group, vector, episode_id)
+            telemetry.write(self.db, self.user, *self.llm.log.drain())
+
+    def _index_text(self, draft: EpisodeDraft, messages) -> str | None:
+        """What the indexes hold for an episode: its narrative (N), or its raw messages (P)."""
+        if self.profile.index == "narrative":
+            return None
+        return "\n".join(f"{m.speaker}: {m.content}" for m in messages)
+
+    def _embed(self, draft: EpisodeDraft, group: Group):
+        text = self._index_text(draft, group.messages)
+        return self.embedder.embed_documents([f"{draft.title}\n{draft.narrative if text is None else text}"])[0]
+
+    def _integrate(self, draft: EpisodeDraft, group: Group, vector) -> tuple[int, bool]:
+        """Store the episode, merged into the one it continues if any; returns (live id, merged?)."""
+        shown = integrate.candidates(self.db, self.user, draft, vector, self.integration) if self.profile.integrate else []
+        old = integrate.choose(self.llm, draft, shown) if shown else None
+        new_id = episode_sql.add(self.db, self.user, draft, vector, self._index_text(draft, group.messages))
+        if old is None:
+            return new_id, False
+        merged = integrate.merge(self.llm, old, draft)
+        old_messages = message_sql.of_episodes(self.db, self.user, [old.id])[old.id]
+        everything = sorted([*old_messages, *group.messages], key=lambda m: (to_epoch(m.timestamp), m.id))
+        text = self._index_text(merged, everything)
+        merged_vector = self.embedder.embed_documents([f"{merged.title}\n{merged.narrative if text is None else text}"])[0]
+        merged_id = episode_sql.add(self.db, self.user, merged, merged_vector, text)
+        episode_sql.supersede(self.db, self.user, [old.id], merged_id, f"continued by E{new_id}; both merged into E{merged_id}")
+        episode_sql.supersede(self.db, self.user, [new_id], merged_id, f"continues E{old.id}; both merged into E{merged_id}")
+        return merged_id, True
+
+    def _facts(self, draft: EpisodeDraft, group: Group, vector, episode_id: int) -> int:
+        """Distil this episode's new facts and store each, consolidated unless the mode says append."""
+        texts = distill_facts(self.db, self.user, self.llm, draft.title, list(group.messages), vector, self.semantic)
+        if not texts:
+            return 0
+        vectors = self.embedder.embed_documents(texts)
+        for text, fact_vector in zip(texts, vectors):
+            if self.profile.memory == "naive-rag":
+                fact_sql.add(self.db, self.user, text, fact_vector, [episode_id])
+                continue
+            decision = consolidate.decide(self.db, self.user, self.llm, text, fact_vector, self.consolidation)
+            consolidate.apply(self.db, self.user, decision, fact_vector, episode_id, lambda t: self.embedder.embed_documents([t])[0])
+        return len(texts)
 
 
 def _still_pending(db: Database, user: str, ids: list[int]) -> bool:
@@ -131,4 +182,3 @@ def _still_pending(db: Database, user: str, ids: list[int]) -> bool:
         (user, *ids),
     )
     return bool(row) and row["n"] == len(ids)
-

@@ -42,6 +42,12 @@ _ALWAYS_OK = set(
 class SemanticSettings:
     evoke_k: int = 10  # the paper's K_s
     threshold: float = 0.70  # the paper's tau: cosine similarity, not distance
+    direct: bool = False  # the "Nemori-s" ablation: extract from the raw episode, no prediction
+
+
+def names_in(text: str) -> set[str]:
+    """Capitalised words that are not sentence furniture: people, places, things with names."""
+    return {w for w in _CAPITALISED.findall(text) if w not in _ALWAYS_OK}
 
 
 def ungrounded(fact: str, source_text: str) -> list[str]:
@@ -59,7 +65,7 @@ def distill_facts(
     settings: SemanticSettings = SemanticSettings(),
 ) -> list[str]:
     """New facts for one episode (possibly none), every outcome counted."""
-    known = fact_sql.evoke(db, user, episode_vector, k=settings.evoke_k, threshold=settings.threshold)
+    known = [] if settings.direct else fact_sql.evoke(db, user, episode_vector, k=settings.evoke_k, threshold=settings.threshold)
     prediction = None
     if known:
         try:
@@ -70,7 +76,7 @@ def distill_facts(
             llm.log.fallback(PREDICTION, f"{e.message}; distilling without a prediction")
     try:
         facts = llm.complete(
-            distill_prompt.render(messages, prediction), schema=distill_prompt.Distilled, stage=DISTILLATION, max_tokens=320
+            distill_prompt.render(messages, prediction, direct=settings.direct), schema=distill_prompt.Distilled, stage=DISTILLATION, max_tokens=320
         ).value.facts
     except LLMOutputError as e:
         llm.log.fallback(DISTILLATION, f"{e.message}; no facts from this episode")

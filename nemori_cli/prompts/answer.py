@@ -35,12 +35,20 @@ def schema_for(ids: tuple[int, ...]) -> type[BaseModel]:
     )
 
 
-def render_memories(hits: list[Hit], raw_for_top: int) -> str:
-    """Episodes with ids (citable), then facts with the date they were said."""
+def render_memories(hits: list[Hit], raw_for_top: int, context: str = "narrative") -> str:
+    """Episodes with ids (citable), then facts with the date they were said, then the running summary.
+
+    With ``context="messages"`` every episode shows its raw messages instead of its narrative.
+    """
     episodes = [h for h in hits if h.kind == "episode"]
     facts = [h for h in hits if h.kind == "fact"]
+    summaries = [h for h in hits if h.kind == "summary"]
     blocks = []
     for rank, hit in enumerate(episodes):
+        if context == "messages" and hit.messages:
+            lines = message_lines(hit.messages, numbered=False, limit=200).splitlines()
+            blocks.append(f"[{hit.id}] ({when(hit.start)}) {hit.title}:\n" + "\n".join("  " + line for line in lines))
+            continue
         block = f"[{hit.id}] ({when(hit.start)}) {hit.title}: {clip(hit.text, 900)}"
         if rank < raw_for_top and hit.messages:
             block += "\n  Messages:\n" + "\n".join("  " + line for line in message_lines(hit.messages, numbered=False, limit=200).splitlines())
@@ -48,11 +56,13 @@ def render_memories(hits: list[Hit], raw_for_top: int) -> str:
     if facts:
         blocks.append("Facts:")
         blocks.extend(f"- ({when(h.start)}) {clip(h.text, 300)}" for h in facts)
+    for h in summaries:
+        blocks.append(f"Summary of everything so far:\n{clip(h.text, 2400)}")
     return "\n".join(blocks)
 
 
-def render(question: str, hits: list[Hit], *, raw_for_top: int, now: str | None = None) -> list[dict[str, str]]:
-    memories = render_memories(hits, raw_for_top) if hits else "(no memories found)"
+def render(question: str, hits: list[Hit], *, raw_for_top: int, now: str | None = None, context: str = "narrative") -> list[dict[str, str]]:
+    memories = render_memories(hits, raw_for_top, context) if hits else "(no memories found)"
     today = f"\nToday is {now}." if now else ""
     return [
         {"role": "system", "content": SYSTEM},

@@ -35,8 +35,23 @@ class Distilled(BaseModel):
         return list(dict.fromkeys(cleaned))
 
 
-def render(messages: list[Message], prediction: str | None) -> list[dict[str, str]]:
+DIRECT_SYSTEM = (
+    "You extract durable facts about people from a conversation: who they are, what they "
+    "did or plan, when, where, with whom, what they like or own. Each fact is one short, "
+    "self-contained sentence that names the person and, for events, the absolute date "
+    "(relative times come with their date in square brackets). Skip greetings and small "
+    "talk. Answer with JSON only."
+)
+
+
+def render(messages: list[Message], prediction: str | None, *, direct: bool = False) -> list[dict[str, str]]:
+    """The prediction-error prompt, or with ``direct`` the plain extraction of the "Nemori-s" ablation."""
     day = format_date(messages[0].timestamp.date())
+    if direct:
+        return [
+            {"role": "system", "content": DIRECT_SYSTEM},
+            {"role": "user", "content": f"Conversation of {day}:\n{message_lines(messages, numbered=False)}\n\nWhich facts does it state?"},
+        ]
     expected = prediction or "(nothing: memory knows nothing related yet)"
     return [
         {"role": "system", "content": SYSTEM},

@@ -30,7 +30,7 @@ def ask(
     started = time.perf_counter()
     episode_hits = [h for h in hits if h.kind == "episode"]
     schema = prompt.schema_for(tuple(h.id for h in episode_hits))
-    messages = prompt.render(question, hits, raw_for_top=options.raw_for_top, now=today)
+    messages = prompt.render(question, hits, raw_for_top=options.raw_for_top, now=today, context=options.context)
     try:
         completion = llm.complete(messages, schema=schema, stage=STAGE, max_tokens=120)
         text = completion.value.answer.strip()

@@ -28,6 +28,9 @@ class SearchOptions:
     candidates: int = 50  # taken from each index before fusion
     raw_for_top: int = 2  # attach raw messages to this many top hits (the paper's r)
     mode: str = "hybrid"  # hybrid | vector | text
+    # What an episode brings to the answer: its narrative (the paper's N), or
+    # its raw messages for every episode retrieved (the P variant).
+    context: str = "narrative"
 
 
 def fuse(ranked_lists: list[list[int]], k: int) -> list[tuple[int, float, list[int | None]]]:
@@ -54,10 +57,13 @@ def search(db: Database, user: str, embedder: Embedder, query: str, options: Sea
     """Episode hits then fact hits, each best first, and the milliseconds taken (query embedding included)."""
     started = time.perf_counter()
     query_vector = embedder.embed_query(query) if options.mode in ("hybrid", "vector") else None
-    fused, similarity = _ranked(db, user, query, query_vector, options, episode_sql.vector_search, episode_sql.text_search, options.k)
+    fused, similarity = (
+        _ranked(db, user, query, query_vector, options, episode_sql.vector_search, episode_sql.text_search, options.k) if options.k else ([], {})
+    )
     top_ids = [i for i, _, _ in fused]
     episodes = episode_sql.by_ids(db, user, top_ids, with_messages=False)
-    with_raw = episode_sql.by_ids(db, user, top_ids[: options.raw_for_top], with_messages=True)
+    raw_count = len(top_ids) if options.context == "messages" else options.raw_for_top
+    with_raw = episode_sql.by_ids(db, user, top_ids[:raw_count], with_messages=True)
     hits = []
     for episode_id, score, (vrank, trank) in fused:
         ep = with_raw.get(episode_id) or episodes.get(episode_id)
@@ -80,7 +86,24 @@ def search(db: Database, user: str, embedder: Embedder, query: str, options: Sea
         )
     if options.facts:
         hits.extend(_fact_hits(db, user, query, query_vector, options))
+    hits.extend(_summary_hit(db, user))
     return hits, (time.perf_counter() - started) * 1000
+
+
+def _summary_hit(db: Database, user: str) -> list[Hit]:
+    """The running summary (management mode `summary`), always part of what is retrieved."""
+    from nemori_cli.pipeline import summary
+
+    latest = summary.current(db, user)
+    if latest is None:
+        return []
+    version, text = latest
+    row = db.one("SELECT min(start_ts) AS a, max(end_ts) AS b FROM episodes WHERE user_id = ? AND status = 'active'", (user,))
+    if not row or row["a"] is None:
+        return []
+    from datetime import datetime
+
+    return [Hit(kind="summary", id=version, score=0.0, title="summary", text=text, start=datetime.fromisoformat(row["a"]), end=datetime.fromisoformat(row["b"]))]
 
 
 def _fact_hits(db: Database, user: str, query: str, query_vector, options: SearchOptions) -> list[Hit]:

@@ -23,8 +23,12 @@ class EpisodeDraft:
     message_ids: tuple[int, ...]
 
 
-def add(db: Database, user: str, draft: EpisodeDraft, embedding: np.ndarray) -> int:
-    """Insert an episode, index it twice, and give it its messages. Caller holds the transaction."""
+def add(db: Database, user: str, draft: EpisodeDraft, embedding: np.ndarray, index_text: str | None = None) -> int:
+    """Insert an episode, index it twice, and give it its pending messages. Caller holds the transaction.
+
+    ``index_text`` replaces the narrative in the full-text index (the raw
+    messages, for the paper's P variant); the row always keeps the narrative.
+    """
     conn = db.conn
     conn.execute(
         "INSERT INTO episodes(user_id, title, narrative, start_ts, end_ts, start_epoch, end_epoch, boundary, created_at)"
@@ -44,7 +48,7 @@ def add(db: Database, user: str, draft: EpisodeDraft, embedding: np.ndarray) -> 
     episode_id = conn.last_insert_rowid()
     conn.execute(
         "INSERT INTO episode_fts(rowid, title, narrative, user_id) VALUES (?, ?, ?, ?)",
-        (episode_id, draft.title, draft.narrative, user),
+        (episode_id, draft.title, draft.narrative if index_text is None else index_text, user),
     )
     conn.execute(
         "INSERT INTO episode_vec(rowid, user_id, embedding) VALUES (?, ?, ?)",
@@ -52,6 +56,39 @@ def add(db: Database, user: str, draft: EpisodeDraft, embedding: np.ndarray) -> 
     )
     message_sql.assign(db, user, list(draft.message_ids), episode_id)
     return episode_id
+
+
+def supersede(db: Database, user: str, old_ids: list[int], new_id: int, reason: str) -> None:
+    """Episodes merged into ``new_id`` leave retrieval; their rows stay, pointing at it.
+
+    Their messages move to the merged episode, which owns them from now on,
+    and so do their facts' source links (the old links stay as provenance).
+    """
+    conn = db.conn
+    for old in old_ids:
+        conn.execute(
+            "UPDATE episodes SET status = 'superseded', superseded_by = ?, superseded_at = ?, superseded_reason = ?"
+            " WHERE user_id = ? AND id = ?",
+            (new_id, now_iso(), reason, user, old),
+        )
+        conn.execute("DELETE FROM episode_fts WHERE rowid = ?", (old,))
+        conn.execute("DELETE FROM episode_vec WHERE rowid = ?", (old,))
+        conn.execute("UPDATE messages SET episode_id = ? WHERE user_id = ? AND episode_id = ?", (new_id, user, old))
+        conn.execute(
+            "INSERT OR IGNORE INTO fact_sources(fact_id, episode_id) SELECT fact_id, ? FROM fact_sources WHERE episode_id = ?",
+            (new_id, old),
+        )
+
+
+def parts(db: Database, user: str, episode_id: int) -> list[Episode]:
+    """The episodes merged into this one (its provenance), oldest first."""
+    rows = db.query(f"SELECT {_COLUMNS} FROM episodes WHERE user_id = ? AND superseded_by = ? ORDER BY start_epoch, id", (user, episode_id))
+    return [_episode(r) for r in rows]
+
+
+def message_count(db: Database, user: str, episode_id: int) -> int:
+    row = db.one("SELECT count(*) AS n FROM messages WHERE user_id = ? AND episode_id = ?", (user, episode_id))
+    return int(row["n"]) if row else 0
 
 
 def _episode(row: dict, msgs=()) -> Episode:
@@ -65,10 +102,13 @@ def _episode(row: dict, msgs=()) -> Episode:
         created_at=row["created_at"],
         boundary=row["boundary"],
         messages=tuple(msgs),
+        status=row["status"],
+        superseded_by=row["superseded_by"],
+        superseded_reason=row["superseded_reason"],
     )
 
 
-_COLUMNS = "id, user_id, title, narrative, start_ts, end_ts, created_at, boundary"
+_COLUMNS = "id, user_id, title, narrative, start_ts, end_ts, created_at, boundary, status, superseded_by, superseded_reason"
 
 
 def get(db: Database, user: str, episode_id: int, *, with_messages: bool = True) -> Episode | None:
@@ -88,8 +128,11 @@ def by_ids(db: Database, user: str, ids: list[int], *, with_messages: bool = Fal
     return {r["id"]: _episode(r, msgs.get(r["id"], ())) for r in rows}
 
 
-def list_all(db: Database, user: str, *, with_messages: bool = False, limit: int | None = None) -> list[Episode]:
-    sql = f"SELECT {_COLUMNS} FROM episodes WHERE user_id = ? AND status = 'active' ORDER BY start_epoch, id"
+def list_all(
+    db: Database, user: str, *, with_messages: bool = False, limit: int | None = None, include_superseded: bool = False
+) -> list[Episode]:
+    where = "user_id = ?" + ("" if include_superseded else " AND status = 'active'")
+    sql = f"SELECT {_COLUMNS} FROM episodes WHERE {where} ORDER BY start_epoch, id"
     rows = db.query(sql + (" LIMIT ?" if limit else ""), (user, limit) if limit else (user,))
     msgs = message_sql.of_episodes(db, user, [r["id"] for r in rows]) if with_messages else {}
     return [_episode(r, msgs.get(r["id"], ())) for r in rows]
@@ -101,7 +144,10 @@ def count(db: Database, user: str) -> int:
 
 
 def vector_search(db: Database, user: str, query: np.ndarray, k: int) -> list[tuple[int, float]]:
-    """(episode id, cosine similarity), best first, within one user's partition."""
+    """(episode id, cosine similarity), best first, within one user's partition.
+
+    Only active episodes are in the indexes: supersede() takes merged ones out.
+    """
     return index.vector_search(db, "episode_vec", user, query, k)
 
 

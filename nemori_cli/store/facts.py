@@ -9,10 +9,10 @@ from nemori_cli.store import index
 from nemori_cli.store.db import Database, now_iso
 
 
-def add(db: Database, user: str, text: str, embedding: np.ndarray, source_episode_ids: list[int]) -> int:
+def add(db: Database, user: str, text: str, embedding: np.ndarray, source_episode_ids: list[int], origin: str = "new") -> int:
     """Insert a fact with its sources and index it. Caller holds the transaction."""
     conn = db.conn
-    conn.execute("INSERT INTO facts(user_id, text, created_at) VALUES (?, ?, ?)", (user, text, now_iso()))
+    conn.execute("INSERT INTO facts(user_id, text, created_at, origin) VALUES (?, ?, ?, ?)", (user, text, now_iso(), origin))
     fact_id = conn.last_insert_rowid()
     conn.executemany(
         "INSERT OR IGNORE INTO fact_sources(fact_id, episode_id) VALUES (?, ?)",
@@ -24,6 +24,30 @@ def add(db: Database, user: str, text: str, embedding: np.ndarray, source_episod
         (fact_id, user, np.asarray(embedding, dtype=np.float32).tobytes()),
     )
     return fact_id
+
+
+def add_sources(db: Database, fact_id: int, episode_ids: list[int]) -> None:
+    db.conn.executemany("INSERT OR IGNORE INTO fact_sources(fact_id, episode_id) VALUES (?, ?)", [(fact_id, e) for e in episode_ids])
+
+
+def supersede(db: Database, user: str, old_ids: list[int], new_id: int, reason: str) -> None:
+    """Facts replaced by ``new_id`` leave retrieval but keep their row: the audit trail.
+
+    They stay in the indexes (filtered out at search time), so forgetting their
+    successor can bring them back without re-embedding.
+    """
+    db.conn.executemany(
+        "UPDATE facts SET status = 'superseded', superseded_by = ?, superseded_reason = ?, superseded_at = ?"
+        " WHERE user_id = ? AND id = ? AND status = 'active'",
+        [(new_id, reason, now_iso(), user, old) for old in old_ids],
+    )
+
+
+def replaced(db: Database, user: str, fact_id: int) -> list[Fact]:
+    """The facts this one superseded (its history), oldest first."""
+    rows = db.query(f"SELECT {_COLUMNS} FROM facts WHERE user_id = ? AND superseded_by = ? ORDER BY id", (user, fact_id))
+    sources = _sources(db, [r["id"] for r in rows])
+    return [_fact(r, sources.get(r["id"], ())) for r in rows]
 
 
 def _sources(db: Database, ids: list[int]) -> dict[int, tuple[int, ...]]:
@@ -46,10 +70,12 @@ def _fact(row: dict, sources: tuple[int, ...]) -> Fact:
         source_episode_ids=sources,
         superseded_by=row["superseded_by"],
         superseded_reason=row["superseded_reason"],
+        superseded_at=row["superseded_at"],
+        origin=row["origin"],
     )
 
 
-_COLUMNS = "id, user_id, text, created_at, status, superseded_by, superseded_reason"
+_COLUMNS = "id, user_id, text, created_at, status, superseded_by, superseded_reason, superseded_at, origin"
 
 
 def by_ids(db: Database, user: str, ids: list[int]) -> dict[int, Fact]:
@@ -80,11 +106,17 @@ def count(db: Database, user: str) -> int:
 
 def vector_search(db: Database, user: str, query: np.ndarray, k: int) -> list[tuple[int, float]]:
     """(fact id, cosine similarity), best first; superseded facts never come back."""
-    return _active(db, user, index.vector_search(db, "fact_vec", user, query, k))
+    return _active(db, user, index.vector_search(db, "fact_vec", user, query, k + _superseded(db, user)))[:k]
 
 
 def text_search(db: Database, user: str, query: str, k: int) -> list[tuple[int, float]]:
-    return _active(db, user, index.text_search(db, index.FACT_TEXT, user, query, k))
+    return _active(db, user, index.text_search(db, index.FACT_TEXT, user, query, k + _superseded(db, user)))[:k]
+
+
+def _superseded(db: Database, user: str) -> int:
+    """How many more rows to ask the indexes for, so k active ones survive the filter."""
+    row = db.one("SELECT count(*) AS n FROM facts WHERE user_id = ? AND status != 'active'", (user,))
+    return min(int(row["n"]) if row else 0, 2000)
 
 
 def _active(db: Database, user: str, hits: list[tuple[int, float]]) -> list[tuple[int, float]]:

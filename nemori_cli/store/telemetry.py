@@ -21,8 +21,12 @@ class CallRecord:
 @dataclass(frozen=True)
 class EventRecord:
     stage: str
-    kind: str  # repaired | fallback
+    kind: str  # repaired | fallback | decision
     detail: str
+
+
+# The method's order (the paper's cost table lists stages this way).
+STAGE_ORDER = ("partition", "narration", "integration", "prediction", "distillation", "consolidation", "summary", "answer")
 
 
 def write(db: Database, user: str, calls: list[CallRecord], events: list[EventRecord]) -> None:
@@ -48,18 +52,20 @@ def stage_stats(db: Database, user: str) -> list[dict]:
         (user,),
     )
     events = db.query(
-        "SELECT stage, sum(kind = 'repaired') AS repaired, sum(kind = 'fallback') AS fallbacks"
+        "SELECT stage, sum(kind = 'repaired') AS repaired, sum(kind = 'fallback') AS fallbacks, sum(kind = 'decision') AS decisions"
         " FROM stage_events WHERE user_id = ? GROUP BY stage",
         (user,),
     )
     by_stage: dict[str, dict] = {}
     for row in calls:
-        by_stage[row["stage"]] = {**row, "repaired": 0, "fallbacks": 0}
+        by_stage[row["stage"]] = {**row, "repaired": 0, "fallbacks": 0, "decisions": 0}
     empty = {"calls": 0, "attempts": 0, "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0, "failed": 0}
     for row in events:
         entry = by_stage.setdefault(row["stage"], {"stage": row["stage"], **empty})
         entry["repaired"], entry["fallbacks"] = int(row["repaired"] or 0), int(row["fallbacks"] or 0)
-    return sorted(by_stage.values(), key=lambda r: r["stage"])
+        entry["decisions"] = int(row["decisions"] or 0)
+    order = {name: i for i, name in enumerate(STAGE_ORDER)}
+    return sorted(by_stage.values(), key=lambda r: (order.get(r["stage"], len(order)), r["stage"]))
 
 
 def recent_events(db: Database, user: str, limit: int = 20) -> list[dict]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from nemori_cli.memory.profile import Profile
 from nemori_cli.pipeline.runner import Pipeline
 from nemori_cli.pipeline.semantic import ungrounded
 from nemori_cli.store import facts as fact_sql
@@ -22,6 +23,10 @@ def scripted(backend, *, facts, prediction="Ann probably talked about sailing.")
             return {"prediction": prediction}
         if title == "Distilled":
             return {"facts": facts.pop(0) if facts else []}
+        if title == "Continuation":
+            return {"continues": -1}
+        if title == "Consolidation":
+            return {"action": "new"}
         raise AssertionError(title)
 
     backend.default = answer
@@ -92,7 +97,7 @@ def test_unusable_distillation_keeps_the_episode_and_counts_a_fallback(db, llm, 
 
 def test_episodic_only_pipeline_makes_no_semantic_calls(db, llm, backend, embedder):
     scripted(backend, facts=[["Ann owns a boat."]])
-    pipe = Pipeline(db, "u", llm, embedder, semantic=None)
+    pipe = Pipeline(db, "u", llm, embedder, profile=Profile(facts=False))
     pipe.store(make_messages(5))
     pipe.process(flush=True)
     assert backend.prompts_for("Distilled") == [] and fact_sql.count(db, "u") == 0

@@ -11,7 +11,7 @@ import sys
 import typer
 
 from nemori_cli import __version__
-from nemori_cli.cli import ingest, inspect_cmd, models_cmd, query
+from nemori_cli.cli import forget_cmd, ingest, inspect_cmd, models_cmd, query
 from nemori_cli.errors import NemoriError
 
 app = typer.Typer(
@@ -39,6 +39,7 @@ app.command("flush")(ingest.flush_cmd)
 app.command("search")(query.search_cmd)
 app.command("ask")(query.ask_cmd)
 app.add_typer(inspect_cmd.inspect_app, name="inspect")
+app.add_typer(forget_cmd.forget_app, name="forget")
 app.command("stats")(inspect_cmd.stats_cmd)
 app.command("models")(models_cmd.models_cmd)
 

@@ -1,0 +1,137 @@
+"""`nemori forget ...`: delete an episode, a fact, or a whole user, for good.
+
+Forgetting never builds the embedder or the LLM (nothing is re-embedded or
+re-summarised) and never creates a database. Every form deletes in one
+transaction, then scrubs what was deleted out of the file (store/forget.py).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from nemori_cli.cli import options as opt
+from nemori_cli.cli.render import console, print_json
+from nemori_cli.errors import ConfigError, NemoriError
+
+forget_app = typer.Typer(
+    help="Delete memory for good: `forget episode ID`, `forget fact ID`, or `forget --user NAME --yes`.",
+    invoke_without_command=True,
+    no_args_is_help=True,
+)
+
+
+def _summary(counts: dict[str, int]) -> str:
+    """`episodes: 1, messages: 4, ...`; index tables mirror their rows, so only --json shows them."""
+    shown = [f"{kind.replace('_', ' ')}: {n}" for kind, n in counts.items() if n and not kind.endswith(("_fts", "_vec"))]
+    return ", ".join(shown) or "nothing"
+
+
+def _say(line: str) -> None:
+    console().print(line, soft_wrap=True, markup=False)  # one line, however narrow the terminal
+
+
+def _run(db: str | None, user: str | None, what: str, *args, vacuum: bool = False):
+    """Open the existing database, run forget_<what> in one transaction, scrub the file."""
+    from nemori_cli import deps
+    from nemori_cli.store import forget as forget_sql
+
+    settings = opt.settings(db, user)
+    store = deps.open_db(settings, create=False)
+    try:
+        with store.transaction():
+            counts = getattr(forget_sql, f"forget_{what}")(store, settings.user, *args)
+        forget_sql.make_physical(store, vacuum=vacuum)
+    finally:
+        store.close()
+    return settings, counts
+
+
+@forget_app.callback()
+def forget_cmd(
+    ctx: typer.Context,
+    user: Annotated[
+        Optional[str],
+        typer.Option("--user", "-u", help="Forget everything of this user. Named explicitly: NEMORI_USER is not used for this.", show_default=False),
+    ] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before forgetting a whole user.")] = False,
+    db: opt.Db = None,
+    json_out: opt.Json = False,
+) -> None:
+    """Delete memory for good, as if it never happened."""
+    if ctx.invoked_subcommand is not None:
+        # `forget --user bob episode 3` means bob's episode 3, not NEMORI_USER's.
+        ctx.obj = {"user": user, "db": db, "json": json_out}
+        return
+    if not user:
+        raise ConfigError("say what to forget: `forget episode ID`, `forget fact ID` or `forget --user NAME --yes`")
+    if not yes and not _interactive():
+        raise ConfigError(f"refusing to forget user {user} without --yes")
+    if not yes:
+        _confirm(db, user)
+    settings, counts = _run(db, user, "user", vacuum=True)
+    if json_out:
+        print_json({"user": settings.user, "counts": counts})
+        return
+    _say(f"forgot user {settings.user}: {_summary(counts)}")
+
+
+def _interactive() -> bool:
+    return sys.stdin.isatty()
+
+
+def _confirm(db: str | None, user: str) -> None:
+    from nemori_cli import deps
+    from nemori_cli.store import forget as forget_sql
+
+    settings = opt.settings(db, user)
+    store = deps.open_db(settings, create=False)
+    try:
+        has = forget_sql.stored(store, settings.user)
+    finally:
+        store.close()
+    question = f"Forget everything of user {settings.user} ({_summary(has)}) in {settings.db_path}? This cannot be undone"
+    if not typer.confirm(question, default=False):
+        raise NemoriError("not confirmed; nothing was forgotten")
+
+
+def _inherited(ctx: typer.Context, db: str | None, user: str | None, json_out: bool):
+    """Options given before the subcommand (`forget --user bob fact 3`) count too."""
+    parent = ctx.obj or {}
+    return db or parent.get("db"), user or parent.get("user"), json_out or bool(parent.get("json"))
+
+
+@forget_app.command("episode")
+def episode_cmd(
+    ctx: typer.Context,
+    episode_id: Annotated[int, typer.Argument(help="Episode id (see `inspect episodes`).")],
+    db: opt.Db = None,
+    user: opt.User = None,
+    json_out: opt.Json = False,
+) -> None:
+    """An episode with its merged parts, its messages, the facts only it gave, and later summaries."""
+    db, user, json_out = _inherited(ctx, db, user, json_out)
+    settings, counts = _run(db, user, "episode", episode_id)
+    if json_out:
+        print_json({"user": settings.user, "episode": episode_id, "counts": counts})
+        return
+    _say(f"forgot E{episode_id} of user {settings.user}: {_summary(counts)}")
+
+
+@forget_app.command("fact")
+def fact_cmd(
+    ctx: typer.Context,
+    fact_id: Annotated[int, typer.Argument(help="Fact id (see `inspect facts --all`).")],
+    db: opt.Db = None,
+    user: opt.User = None,
+    json_out: opt.Json = False,
+) -> None:
+    """A fact and every fact it superseded."""
+    db, user, json_out = _inherited(ctx, db, user, json_out)
+    settings, counts = _run(db, user, "fact", fact_id)
+    if json_out:
+        print_json({"user": settings.user, "fact": fact_id, "counts": counts})
+        return
+    _say(f"forgot F{fact_id} of user {settings.user}: {_summary(counts)}")

@@ -1,0 +1,225 @@
+"""Forgetting: an episode, a fact, or a whole user, as if it never happened.
+
+``forget_*`` do the deletes and return counts per kind; the caller holds the
+transaction, so a failure (or Ctrl-C) forgets nothing. ``make_physical`` runs
+after the commit and makes sure the deleted text is gone from the file too,
+not only from query results.
+
+Why each step is needed for "gone from the file":
+- ``PRAGMA secure_delete`` (set by every forget_*) makes SQLite overwrite
+  deleted cells and freed pages with zeros instead of leaving them in place.
+- FTS5 deletes only add tombstones; the words stay in the old index segments
+  until they are merged, so ``optimize`` rewrites each index into one segment.
+- sqlite-vec's vec0 (0.1.9) zeroes a deleted vector's slot in its chunk blob
+  and drops a chunk (and its partition's user id) once it is empty, so a
+  plain DELETE suffices and no zero-UPDATE beforehand is needed. The tests
+  grep the file for a forgotten vector's bytes, so a release that stopped
+  doing this would be caught.
+- The write-ahead log still holds the old pages until a checkpoint.
+- Pages freed *before* forget ran (FTS merges, earlier deletes) were not
+  zeroed; only VACUUM rewrites them. It costs a full copy of the file, so it
+  runs for a whole user only.
+"""
+
+from __future__ import annotations
+
+from nemori_cli.errors import StoreError
+from nemori_cli.store.db import Database
+
+TEXT_INDEXES = ("episode_fts", "fact_fts")
+
+
+def _marks(ids: list[int]) -> str:
+    return ",".join("?" * len(ids))
+
+
+def _secure(db: Database) -> None:
+    db.conn.execute("PRAGMA secure_delete = ON")
+
+
+def _history(db: Database, table: str, user: str, root: int) -> list[int]:
+    """root and every row it superseded, recursively (its merged parts / audit trail)."""
+    rows = db.query(
+        f"WITH RECURSIVE chain(id) AS (SELECT ? UNION SELECT t.id FROM {table} t JOIN chain c"
+        f" ON t.superseded_by = c.id WHERE t.user_id = ?) SELECT id FROM chain ORDER BY id",
+        (root, user),
+    )
+    return [r["id"] for r in rows]
+
+
+def _delete_ids(db: Database, table: str, ids: list[int], column: str = "rowid") -> int:
+    if not ids:
+        return 0
+    before = db.conn.total_changes()
+    # One row at a time: vec0 answers `rowid = ?` with a point lookup.
+    db.conn.executemany(f"DELETE FROM {table} WHERE {column} = ?", [(i,) for i in ids])
+    return db.conn.total_changes() - before
+
+
+def _has_index_rows(db: Database, fact_id: int) -> bool:
+    return (
+        db.one("SELECT rowid FROM fact_fts WHERE rowid = ?", (fact_id,)) is not None
+        and db.one("SELECT rowid FROM fact_vec WHERE rowid = ?", (fact_id,)) is not None
+    )
+
+
+def _delete_facts(db: Database, user: str, ids: list[int]) -> dict[str, int]:
+    """Delete facts with their links and index rows; un-supersede what they replaced.
+
+    A surviving fact that one of them superseded is active again: the newer
+    knowledge is gone, so the older is the best left. Superseded facts keep
+    their index rows (search filters them by status), so restoring is just
+    the status. Should a fact have lost its index rows, it cannot be searched
+    again without an embedding; it stays superseded with a note instead.
+    """
+    counts = {"facts": 0, "facts_restored": 0}
+    if not ids:
+        return counts
+    doomed = set(ids)
+    survivors = db.query(
+        f"SELECT id, superseded_by FROM facts WHERE user_id = ? AND superseded_by IN ({_marks(ids)})",
+        (user, *ids),
+    )
+    for row in survivors:
+        if row["id"] in doomed:
+            continue
+        if _has_index_rows(db, row["id"]):
+            db.conn.execute(
+                "UPDATE facts SET status = 'active', superseded_by = NULL, superseded_reason = NULL,"
+                " superseded_at = NULL WHERE id = ?",
+                (row["id"],),
+            )
+            counts["facts_restored"] += 1
+        else:
+            db.conn.execute(
+                "UPDATE facts SET superseded_by = NULL, superseded_reason = ? WHERE id = ?",
+                (f"its successor F{row['superseded_by']} was forgotten", row["id"]),
+            )
+    _delete_ids(db, "fact_sources", ids, column="fact_id")
+    _delete_ids(db, "fact_fts", ids)
+    _delete_ids(db, "fact_vec", ids)
+    # Doomed facts may point at each other; drop those references first.
+    db.conn.execute(f"UPDATE facts SET superseded_by = NULL WHERE id IN ({_marks(ids)})", tuple(ids))
+    counts["facts"] = _delete_ids(db, "facts", ids, column="id")
+    return counts
+
+
+def _merged_into(db: Database, user: str, episode_id: int) -> int:
+    """The live episode a superseded one ended up in (following merges of merges)."""
+    current, seen = episode_id, set()
+    while current not in seen:
+        seen.add(current)
+        row = db.one("SELECT superseded_by FROM episodes WHERE user_id = ? AND id = ?", (user, current))
+        if row is None or row["superseded_by"] is None:
+            break
+        current = row["superseded_by"]
+    return current
+
+
+def forget_episode(db: Database, user: str, episode_id: int) -> dict[str, int]:
+    """Delete an episode, its merged parts, their messages, facts only they sourced,
+    and the running summaries from the first one that folded it in."""
+    row = db.one("SELECT id, superseded_by FROM episodes WHERE user_id = ? AND id = ?", (user, episode_id))
+    if row is None:
+        raise StoreError(f"no episode {episode_id} for user {user}")
+    if row["superseded_by"] is not None:
+        head = _merged_into(db, user, episode_id)
+        raise StoreError(f"episode {episode_id} was merged into E{head}; forget E{head} instead")
+    _secure(db)
+    ids = _history(db, "episodes", user, episode_id)
+    marks = _marks(ids)
+    counts = {"episodes": 0, "messages": 0, "facts": 0, "facts_restored": 0, "fact_links": 0, "summaries": 0}
+
+    # Every summary from the first that folded one of these episodes in was
+    # built on top of it; later ones are rebuilt by the pipeline, not patched.
+    first = db.one(f"SELECT min(id) AS id FROM summaries WHERE user_id = ? AND episode_id IN ({marks})", (user, *ids))
+    if first and first["id"] is not None:
+        db.conn.execute("DELETE FROM summaries WHERE user_id = ? AND id >= ?", (user, first["id"]))
+        counts["summaries"] = db.conn.changes()
+
+    linked = [r["fact_id"] for r in db.query(f"SELECT DISTINCT fact_id FROM fact_sources WHERE episode_id IN ({marks})", tuple(ids))]
+    counts["fact_links"] = _delete_ids(db, "fact_sources", ids, column="episode_id")
+    orphans = [
+        r["id"]
+        for r in db.query(
+            f"SELECT id FROM facts WHERE user_id = ? AND id IN ({_marks(linked)})"
+            " AND NOT EXISTS (SELECT 1 FROM fact_sources s WHERE s.fact_id = facts.id)",
+            (user, *linked),
+        )
+    ] if linked else []
+    counts.update(_delete_facts(db, user, orphans))
+
+    db.conn.execute(f"DELETE FROM messages WHERE user_id = ? AND episode_id IN ({marks})", (user, *ids))
+    counts["messages"] = db.conn.changes()
+    _delete_ids(db, "episode_fts", ids)
+    _delete_ids(db, "episode_vec", ids)
+    db.conn.execute(f"UPDATE episodes SET superseded_by = NULL WHERE id IN ({marks})", tuple(ids))
+    counts["episodes"] = _delete_ids(db, "episodes", ids, column="id")
+    return counts
+
+
+def forget_fact(db: Database, user: str, fact_id: int) -> dict[str, int]:
+    """Delete a fact and every fact it superseded (its audit trail says the same thing)."""
+    if db.one("SELECT id FROM facts WHERE user_id = ? AND id = ?", (user, fact_id)) is None:
+        raise StoreError(f"no fact {fact_id} for user {user}")
+    _secure(db)
+    ids = _history(db, "facts", user, fact_id)
+    links = db.one(f"SELECT count(*) AS n FROM fact_sources WHERE fact_id IN ({_marks(ids)})", tuple(ids))
+    counts = _delete_facts(db, user, ids)
+    return {"facts": counts["facts"], "fact_links": int(links["n"]) if links else 0}
+
+
+# Known tables in an order the foreign keys accept: fact_sources has no
+# user_id, so it goes by the user's fact ids; summaries and messages point at
+# episodes; facts and episodes point at themselves (one statement each, so
+# rows referring to rows deleted in the same statement are fine).
+_USER_TABLES = (
+    "summaries", "fact_fts", "fact_vec", "facts", "messages",
+    "episode_fts", "episode_vec", "episodes", "llm_calls", "stage_events",
+)
+
+
+def _tables_with_user_column(db: Database) -> list[str]:
+    names = [r["name"] for r in db.query("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+    return [n for n in names if db.one("SELECT 1 AS x FROM pragma_table_info(?) WHERE name = 'user_id'", (n,))]
+
+
+def stored(db: Database, user: str) -> dict[str, int]:
+    """What a user has, for the confirmation question."""
+    return {
+        t: int(db.one(f"SELECT count(*) AS n FROM {t} WHERE user_id = ?", (user,))["n"])
+        for t in ("messages", "episodes", "facts", "summaries")
+    }
+
+
+def forget_user(db: Database, user: str) -> dict[str, int]:
+    """Delete every row of one user from every table; counts per table."""
+    _secure(db)
+    counts: dict[str, int] = {}
+    # A table added by a later migration that this module does not know yet
+    # is swept too (first: it may point at episodes or facts), never skipped.
+    for table in _tables_with_user_column(db):
+        if table not in _USER_TABLES:
+            db.conn.execute(f'DELETE FROM "{table}" WHERE user_id = ?', (user,))
+            counts[table] = db.conn.changes()
+    db.conn.execute("DELETE FROM fact_sources WHERE fact_id IN (SELECT id FROM facts WHERE user_id = ?)", (user,))
+    counts["fact_sources"] = db.conn.changes()
+    existing = {r["name"] for r in db.query("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    for table in _USER_TABLES:
+        if table in existing:  # vector tables exist only once an embedder was bound
+            db.conn.execute(f"DELETE FROM {table} WHERE user_id = ?", (user,))
+            counts[table] = db.conn.changes()
+    if not any(counts.values()):
+        raise StoreError(f"nothing stored for user {user}")
+    return counts
+
+
+def make_physical(db: Database, *, vacuum: bool = False) -> None:
+    """After the commit: rewrite the text indexes, optionally VACUUM, fold the WAL in."""
+    _secure(db)
+    with db.transaction():
+        for fts in TEXT_INDEXES:
+            db.conn.execute(f"INSERT INTO {fts}({fts}) VALUES ('optimize')")
+    if vacuum:
+        db.conn.execute("VACUUM")
+    db.checkpoint()

@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml Makefile
 	# A CPU build of torch first: unpinned, pip would pull a multi-GB CUDA build.
 	$(PY) -m pip install -q torch==2.13.0 || $(PY) -m pip install -q torch --index-url https://download.pytorch.org/whl/cpu
 	# llama-cpp-python compiles from source here (about 4 minutes, once; pip caches the wheel).
-	$(PY) -m pip install -q -e ".[models,server,dev]"
+	$(PY) -m pip install -q -e ".[models,base,server,dev]"
 	touch $(STAMP)
 
 demo: install

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from nemori_cli.cli import options as opt
-from nemori_cli.cli.render import console, episode_json, fact_json, message_json, print_json
+from nemori_cli.cli.render import console, esc, episode_json, fact_json, message_json, print_json
 from nemori_cli.errors import StoreError
 
 inspect_app = typer.Typer(help="Show what memory holds.", no_args_is_help=True)
@@ -42,7 +42,7 @@ def episodes_cmd(
     out = console()
     for e in items:
         status = f" [dim](merged into E{e.superseded_by})[/dim]" if e.superseded_by else ""
-        out.print(f"[bold]E{e.id}[/bold] {e.start:%Y-%m-%d %H:%M}  {len(e.messages):>3} msgs  [bold]{e.title}[/bold]{status}")
+        out.print(f"[bold]E{e.id}[/bold] {e.start:%Y-%m-%d %H:%M}  {len(e.messages):>3} msgs  [bold]{esc(e.title)}[/bold]{status}")
     out.print(f"[dim]{len(items)} episodes for user {settings.user}[/dim]")
 
 
@@ -65,15 +65,15 @@ def episode_cmd(
         print_json({**episode_json(e), "merged_from": [episode_json(p, with_messages=False) for p in parts]})
         return
     out = console()
-    out.print(f"[bold]E{e.id}: {e.title}[/bold]  ({e.start:%Y-%m-%d %H:%M} – {e.end:%Y-%m-%d %H:%M}, boundary: {e.boundary})")
+    out.print(f"[bold]E{e.id}: {esc(e.title)}[/bold]  ({e.start:%Y-%m-%d %H:%M} – {e.end:%Y-%m-%d %H:%M}, boundary: {e.boundary})")
     if e.superseded_by:
-        out.print(f"[yellow]superseded: {e.superseded_reason}[/yellow] (its messages now belong to E{e.superseded_by})")
+        out.print(f"[yellow]superseded: {esc(e.superseded_reason)}[/yellow] (its messages now belong to E{e.superseded_by})")
     for p in parts:
-        out.print(f"[dim]merged from E{p.id} {p.start:%Y-%m-%d %H:%M}: {p.title}[/dim]")
-    out.print(e.narrative, soft_wrap=True)
+        out.print(f"[dim]merged from E{p.id} {p.start:%Y-%m-%d %H:%M}: {esc(p.title)}[/dim]")
+    out.print(esc(e.narrative), soft_wrap=True)
     out.print()
     for m in e.messages:
-        out.print(f"[dim]{m.source_id or m.id:>8}[/dim] {m.timestamp:%Y-%m-%d %H:%M} [bold]{m.speaker}[/bold]: {m.content}", soft_wrap=True)
+        out.print(f"[dim]{m.source_id or m.id:>8}[/dim] {m.timestamp:%Y-%m-%d %H:%M} [bold]{esc(m.speaker)}[/bold]: {esc(m.content)}", soft_wrap=True)
 
 
 @inspect_app.command("facts")
@@ -96,7 +96,7 @@ def facts_cmd(
     for f in items:
         sources = ",".join(f"E{e}" for e in f.source_episode_ids)
         status = "" if f.status == "active" else f" [dim]({f.status})[/dim]"
-        out.print(f"[bold]F{f.id}[/bold] [dim]{sources:>8}[/dim] {f.text}{status}", soft_wrap=True)
+        out.print(f"[bold]F{f.id}[/bold] [dim]{sources:>8}[/dim] {esc(f.text)}{status}", soft_wrap=True)
     out.print(f"[dim]{len(items)} facts for user {settings.user}[/dim]")
 
 
@@ -127,13 +127,13 @@ def fact_cmd(
         )
         return
     out = console()
-    out.print(f"[bold]F{f.id}[/bold] ({f.status}, {f.origin}, created {f.created_at}): {f.text}", soft_wrap=True)
+    out.print(f"[bold]F{f.id}[/bold] ({f.status}, {f.origin}, created {f.created_at}): {esc(f.text)}", soft_wrap=True)
     if f.superseded_by:
-        out.print(f"[yellow]superseded on {f.superseded_at}: {f.superseded_reason}[/yellow]", soft_wrap=True)
+        out.print(f"[yellow]superseded on {f.superseded_at}: {esc(f.superseded_reason)}[/yellow]", soft_wrap=True)
     for r in replaced:
-        out.print(f"  replaced F{r.id}: {r.text}", soft_wrap=True)
+        out.print(f"  replaced F{r.id}: {esc(r.text)}", soft_wrap=True)
     for e in sources.values():
-        out.print(f"  from E{e.id} {e.start:%Y-%m-%d %H:%M}: {e.title}")
+        out.print(f"  from E{e.id} {e.start:%Y-%m-%d %H:%M}: {esc(e.title)}")
 
 
 @inspect_app.command("summary")
@@ -155,7 +155,7 @@ def summary_cmd(
         out.print("no summary (it is kept only with --memory summary)")
     for r in rows:
         out.print(f"[bold]version {r['id']}[/bold] (after E{r['episode_id']}, {r['created_at']})")
-        out.print(r["text"], soft_wrap=True)
+        out.print(esc(r["text"]), soft_wrap=True)
 
 
 @inspect_app.command("messages")
@@ -177,7 +177,7 @@ def messages_cmd(
     out = console()
     for m in items:
         owner = f"E{m.episode_id}" if m.episode_id else "pending"
-        out.print(f"[dim]{m.source_id or m.id:>8} {owner:>8}[/dim] {m.timestamp:%Y-%m-%d %H:%M} [bold]{m.speaker}[/bold]: {m.content}", soft_wrap=True)
+        out.print(f"[dim]{m.source_id or m.id:>8} {owner:>8}[/dim] {m.timestamp:%Y-%m-%d %H:%M} [bold]{esc(m.speaker)}[/bold]: {esc(m.content)}", soft_wrap=True)
     out.print(f"[dim]{len(items)} messages[/dim]")
 
 

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from nemori_cli.cli import options as opt
-from nemori_cli.cli.render import console, hit_json, print_json
+from nemori_cli.cli.render import console, esc, hit_json, print_json
 from nemori_cli.errors import InputError
 
 
@@ -78,13 +78,13 @@ def search_cmd(
         out.print("no memories found")
     for h in hits:
         if h.kind == "fact":
-            out.print(f"[bold]F{h.id}[/bold] {h.start:%Y-%m-%d}  score {h.score:.4f}  {h.text}", soft_wrap=True)
+            out.print(f"[bold]F{h.id}[/bold] {h.start:%Y-%m-%d}  score {h.score:.4f}  {esc(h.text)}", soft_wrap=True)
             continue
         if h.kind == "summary":
-            out.print(f"[bold]summary[/bold] (version {h.id}): {h.text}", soft_wrap=True)
+            out.print(f"[bold]summary[/bold] (version {h.id}): {esc(h.text)}", soft_wrap=True)
             continue
-        out.print(f"[bold]E{h.id}[/bold] {h.start:%Y-%m-%d %H:%M}  score {h.score:.4f}  [bold]{h.title}[/bold]")
-        out.print(f"   {h.text}", soft_wrap=True)
+        out.print(f"[bold]E{h.id}[/bold] {h.start:%Y-%m-%d %H:%M}  score {h.score:.4f}  [bold]{esc(h.title)}[/bold]")
+        out.print(f"   {esc(h.text)}", soft_wrap=True)
     out.print(f"[dim]{len(hits)} hits in {ms:.1f} ms[/dim]")
 
 
@@ -131,12 +131,12 @@ def ask_cmd(
         )
         return
     out = console()
-    out.print(answer.answer, soft_wrap=True)
+    out.print(esc(answer.answer), soft_wrap=True)
     by_id = {h.id: h for h in answer.hits if h.kind == "episode"}
     for i in cited:
         if i in by_id:
             h = by_id[i]
-            out.print(f"[dim]  E{h.id} {h.start:%Y-%m-%d}: {h.title}[/dim]")
+            out.print(f"[dim]  E{h.id} {h.start:%Y-%m-%d}: {esc(h.title)}[/dim]")
     out.print(
         f"[dim]{len(answer.hits)} memories, {answer.usage.prompt_tokens}+{answer.usage.completion_tokens} tokens, "
         f"search {answer.search_ms:.0f} ms, answer {answer.answer_ms / 1000:.1f} s[/dim]"

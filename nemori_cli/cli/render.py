@@ -75,6 +75,13 @@ def hit_json(h: Hit) -> dict:
     }
 
 
+def esc(text: object) -> str:
+    """Memory text printed through rich: "[7 May 2023]" must show, not be read as markup."""
+    from rich.markup import escape
+
+    return escape(str(text))
+
+
 def console(stderr: bool = False):
     from rich.console import Console
 

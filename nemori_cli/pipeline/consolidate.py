@@ -1,17 +1,20 @@
 """Stage 7: consolidation (native management). Is a new fact new, a merge, or a conflict?
 
-For each new fact, the top K_m similar active facts are offered to the model,
-which answers new, merge (targets and one merged sentence) or conflict (the
-targets it makes untrue), its targets constrained to the ids shown.
-Deterministic steps around it keep a small model honest and cheap:
+For each new fact, the top K_m similar active facts above a similarity floor
+are its candidates (none: it is new, without a call).
 
-- no candidate above a similarity floor: new, without a call;
-- a candidate with the same normalised text, or nearly identical by
-  embedding: the same fact, which only gains a source, without a call;
-- merge or conflict with no targets is demoted to new; a conflict target that
-  shares no name with the new fact is dropped (a move of Ann's says nothing
-  about Bob); a merge with no usable merged sentence keeps both facts.
+- **merge**: a candidate with the same normalised text, or nearly identical
+  by embedding, says the same thing. The more informative (longer) sentence
+  is kept: the old fact gains a source, or the new one supersedes it and
+  carries both facts' sources. Decided without the model.
+- **conflict**: for each remaining candidate that names the same people, the
+  model answers one yes/no question: does the new fact make it outdated?
+  Every yes is superseded by the new fact, with the reason.
+- **new**: otherwise.
 
+The yes/no answers are only trusted from a model that passes a self-check on
+two fixed pairs (once per run); a model that fails it (the 0.5B default
+answers yes to everything) retires nothing, and that is logged as a fallback.
 Superseded facts keep their rows with what replaced them, when and why.
 """
 
@@ -36,71 +39,78 @@ STAGE = "consolidation"
 @dataclass(frozen=True)
 class ConsolidationSettings:
     candidates: int = 5  # the paper's K_m
-    floor: float = 0.55  # cosine similarity below which a known fact is not offered
-    duplicate: float = 0.97  # at or above this similarity two facts say the same
+    floor: float = 0.45  # cosine similarity below which a known fact is not a candidate
+    duplicate: float = 0.92  # at or above this similarity two facts say the same
+    max_questions: int = 3  # yes/no calls per new fact, most similar candidates first
 
 
 @dataclass(frozen=True)
 class Decision:
     action: str  # new | merge | conflict | duplicate
     targets: tuple[int, ...] = ()
-    text: str = ""  # what to store: the fact itself, or the merged sentence
+    text: str = ""  # the text to store
 
 
 def _normal(text: str) -> str:
     return " ".join(re.findall(r"\w+", text.lower()))
 
 
-def decide(
-    db: Database, user: str, llm: StructuredLLM, fact: str, vector: np.ndarray, settings: ConsolidationSettings = ConsolidationSettings()
-) -> Decision:
-    hits = [(i, s) for i, s in fact_sql.vector_search(db, user, vector, settings.candidates) if s >= settings.floor]
-    if not hits:
-        return Decision("new", text=fact)
-    known = fact_sql.by_ids(db, user, [i for i, _ in hits])
-    shown: list[Fact] = [known[i] for i, _ in hits if i in known]
-    for (fact_id, similarity), f in zip(hits, shown):
-        if similarity >= settings.duplicate or _normal(f.text) == _normal(fact):
-            llm.log.decision(STAGE, f"'{fact}' is the same as F{fact_id}: source added")
-            return Decision("duplicate", (fact_id,), f.text)
-    try:
-        answer = llm.complete(prompt.render(fact, shown), schema=prompt.schema_for(tuple(f.id for f in shown)), stage=STAGE, max_tokens=90).value
-    except LLMOutputError as e:
-        llm.log.fallback(STAGE, f"{e.message}; kept as a new fact")
-        return Decision("new", text=fact)
-    decision = _repaired(llm, fact, answer.action, tuple(dict.fromkeys(answer.targets)), answer.merged.strip(), {f.id: f for f in shown})
-    targets = ",".join(f"F{t}" for t in decision.targets)
-    llm.log.decision(STAGE, f"'{fact}': {decision.action}{' ' + targets if targets else ''}")
-    return decision
+class Consolidator:
+    """Decides for one run; remembers whether the model passed the self-check."""
 
+    def __init__(self, llm: StructuredLLM, settings: ConsolidationSettings = ConsolidationSettings()):
+        self.llm, self.settings = llm, settings
+        self._trusted: bool | None = None
 
-def _repaired(llm: StructuredLLM, fact: str, action: str, targets: tuple[int, ...], merged: str, shown: dict[int, Fact]) -> Decision:
-    if action == "new":
-        return Decision("new", text=fact)
-    if not targets:
-        llm.log.repaired(STAGE, f"{action} named no fact; kept as new")
-        return Decision("new", text=fact)
-    if action == "conflict":
-        names = names_in(fact)
-        related = tuple(t for t in targets if names & names_in(shown[t].text) or not names)
-        if len(related) < len(targets):
-            llm.log.repaired(STAGE, f"conflict with facts naming other people ignored ({len(targets) - len(related)})")
-        if not related:
+    def trusted(self) -> bool:
+        if self._trusted is None:
+            self._trusted = all(self._outdated(older, newer) is expected for older, newer, expected in prompt.SELF_CHECK)
+            if not self._trusted:
+                self.llm.log.fallback(STAGE, f"model {self.llm.model_id} failed the outdated-fact self-check; no fact is retired in this run")
+        return self._trusted
+
+    def _outdated(self, older: str, newer: str) -> bool | None:
+        try:
+            return self.llm.complete(prompt.render(older, newer), schema=prompt.Outdated, stage=STAGE, max_tokens=16).value.outdated
+        except LLMOutputError as e:
+            self.llm.log.fallback(STAGE, f"{e.message}; treated as not outdated")
+            return None
+
+    def decide(self, db: Database, user: str, fact: str, vector: np.ndarray) -> Decision:
+        s = self.settings
+        hits = [(i, sim) for i, sim in fact_sql.vector_search(db, user, vector, s.candidates) if sim >= s.floor]
+        if not hits:
             return Decision("new", text=fact)
-        return Decision("conflict", related, fact)
-    if len(merged) < 12:
-        llm.log.repaired(STAGE, "merge without a merged sentence; kept as new")
-        return Decision("new", text=fact)
-    return Decision("merge", targets, merged)
+        known = fact_sql.by_ids(db, user, [i for i, _ in hits])
+        shown: list[tuple[Fact, float]] = [(known[i], sim) for i, sim in hits if i in known]
+        for f, sim in shown:
+            if sim >= s.duplicate or _normal(f.text) == _normal(fact):
+                return self._merge(f, fact)
+        names = names_in(fact)
+        related = [f for f, _ in shown if not names or names & names_in(f.text)][: s.max_questions]
+        if not related or not self.trusted():
+            return Decision("new", text=fact)
+        outdated = tuple(f.id for f in related if self._outdated(f.text, fact))
+        if not outdated:
+            self.llm.log.decision(STAGE, f"'{fact}': new (outdates none of {_ids(related)})")
+            return Decision("new", text=fact)
+        self.llm.log.decision(STAGE, f"'{fact}': conflict, outdates {', '.join(f'F{i}' for i in outdated)}")
+        return Decision("conflict", outdated, fact)
+
+    def _merge(self, known: Fact, fact: str) -> Decision:
+        if len(_normal(fact)) > len(_normal(known.text)):
+            self.llm.log.decision(STAGE, f"'{fact}': merge, says more than F{known.id}")
+            return Decision("merge", (known.id,), fact)
+        self.llm.log.decision(STAGE, f"'{fact}': same as F{known.id}, source added")
+        return Decision("duplicate", (known.id,), known.text)
 
 
-def apply(
-    db: Database, user: str, decision: Decision, vector: np.ndarray, episode_id: int, embed_text
-) -> int:
-    """Write a decision (caller holds the transaction); returns the id of the fact that now holds it.
+def _ids(facts: list[Fact]) -> str:
+    return ", ".join(f"F{f.id}" for f in facts)
 
-    ``embed_text`` embeds a merged sentence, which is new text with no vector yet.
-    """
+
+def apply(db: Database, user: str, decision: Decision, vector: np.ndarray, episode_id: int) -> int:
+    """Write a decision (caller holds the transaction); returns the id of the fact that now holds it."""
     if decision.action == "duplicate":
         (target,) = decision.targets
         fact_sql.add_sources(db, target, [episode_id])
@@ -109,9 +119,9 @@ def apply(
         return fact_sql.add(db, user, decision.text, vector, [episode_id])
     if decision.action == "conflict":
         new_id = fact_sql.add(db, user, decision.text, vector, [episode_id], origin="conflict")
-        fact_sql.supersede(db, user, list(decision.targets), new_id, f"contradicted by F{new_id} (from episode E{episode_id}): {decision.text}")
+        fact_sql.supersede(db, user, list(decision.targets), new_id, f"outdated by F{new_id} (from episode E{episode_id}): {decision.text}")
         return new_id
     sources = sorted({e for f in fact_sql.by_ids(db, user, list(decision.targets)).values() for e in f.source_episode_ids} | {episode_id})
-    new_id = fact_sql.add(db, user, decision.text, embed_text(decision.text), sources, origin="merge")
-    fact_sql.supersede(db, user, list(decision.targets), new_id, f"merged into F{new_id} with a fact from episode E{episode_id}")
+    new_id = fact_sql.add(db, user, decision.text, vector, sources, origin="merge")
+    fact_sql.supersede(db, user, list(decision.targets), new_id, f"merged into F{new_id}, which says more (from episode E{episode_id})")
     return new_id

@@ -74,7 +74,7 @@ class Pipeline:
         self.partition_settings = partition_settings
         self.semantic = SemanticSettings(semantic.evoke_k, semantic.threshold, direct=profile.distill == "direct")
         self.integration = integration
-        self.consolidation = consolidation
+        self.consolidator = consolidate.Consolidator(llm, consolidation)
 
     def store(self, incoming: list[IncomingMessage], namespace: str = "") -> int:
         """Store new messages (all or none) and the profile; returns how many were new."""
@@ -170,8 +170,8 @@ class Pipeline:
             if self.profile.memory == "naive-rag":
                 fact_sql.add(self.db, self.user, text, fact_vector, [episode_id])
                 continue
-            decision = consolidate.decide(self.db, self.user, self.llm, text, fact_vector, self.consolidation)
-            consolidate.apply(self.db, self.user, decision, fact_vector, episode_id, lambda t: self.embedder.embed_documents([t])[0])
+            decision = self.consolidator.decide(self.db, self.user, text, fact_vector)
+            consolidate.apply(self.db, self.user, decision, fact_vector, episode_id)
         return len(texts)
 
 

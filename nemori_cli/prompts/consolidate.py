@@ -1,49 +1,44 @@
-"""P_con: is a new fact new, the same as known facts (merge), or does it make some untrue (conflict)?
+"""P_con, asked one pair at a time: does a newer fact make an older one outdated?
 
-Targets are constrained to the ids shown. The merged sentence is optional in
-the schema so that a `new` decision costs a handful of tokens.
+We first asked for the paper's three-way answer in one call (new, merge with
+targets and text, or conflict with targets). Both local models failed it on
+plain cases (measured, see docs/CONSOLIDATION.md): Qwen2.5-0.5B answered
+"same" for everything, the 1.5B model named wrong targets. A yes/no question
+about one pair is the question a small model can answer, and a strong model
+answers it as well; near-duplicates are merged by the pipeline itself.
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
-from typing import Literal
+from pydantic import BaseModel, Field
 
-from pydantic import BaseModel, Field, create_model, field_validator
-
-from nemori_cli.domain import Fact
 from nemori_cli.prompts.render import clip
 
-MERGED_MAX = 240
-
 SYSTEM = (
-    "You keep a person's memory of facts consistent. Compare a NEW fact with KNOWN facts. "
-    "Answer 'new' when the new fact adds information that no known fact has. Answer "
-    "'merge' when it says the same thing as some known facts or completes them; give "
-    "their ids and one sentence that combines them. Answer 'conflict' when it shows that "
-    "some known facts are no longer true (a change, such as a move, a new job or a "
-    "breakup, or a correction); give the ids of the facts it replaces. Answer with JSON only."
+    "You check a memory for outdated facts. Given an OLDER fact and a NEWER fact about a "
+    "person, decide whether the newer fact makes the older one false or outdated, for "
+    "example because the person moved to another place, changed jobs, or a relationship "
+    "changed. If both facts can still be true at the same time, the answer is false. "
+    "Answer with JSON only."
+)
+
+# Two fixed pairs with known answers: a model that gets either wrong cannot be
+# trusted to retire facts (the 0.5B model answers true to everything).
+SELF_CHECK = (
+    ("Sam works as a nurse in Leeds.", "Sam quit nursing and now works as a pilot.", True),
+    ("Sam works as a nurse in Leeds.", "Sam has a dog called Rex.", False),
 )
 
 
-@lru_cache(maxsize=64)
-def schema_for(ids: tuple[int, ...]) -> type[BaseModel]:
-    target = Literal[ids]  # type: ignore[valid-type]
-    return create_model(
-        "Consolidation",
-        __validators__={"clip_merged": field_validator("merged")(lambda cls, v: clip(v, MERGED_MAX))},
-        action=(Literal["new", "merge", "conflict"], Field(description="new, merge or conflict.")),
-        targets=(
-            list[target],  # type: ignore[valid-type]
-            Field(default_factory=list, max_length=len(ids), description="Ids of the known facts merged or replaced."),
-        ),
-        merged=(str, Field(default="", description="For merge only: one sentence combining them.")),
-    )
+class Outdated(BaseModel):
+    outdated: bool = Field(description="true if the newer fact makes the older one false or outdated")
 
 
-def render(new_fact: str, known: list[Fact]) -> list[dict[str, str]]:
-    lines = "\n".join(f"[{f.id}] {clip(f.text, 300)}" for f in known)
+def render(older: str, newer: str) -> list[dict[str, str]]:
     return [
         {"role": "system", "content": SYSTEM},
-        {"role": "user", "content": f"KNOWN facts:\n{lines}\n\nNEW fact: {new_fact}\n\nnew, merge or conflict?"},
+        {
+            "role": "user",
+            "content": f"OLDER fact: {clip(older, 300)}\nNEWER fact: {clip(newer, 300)}\n\nDoes the newer fact make the older one outdated?",
+        },
     ]

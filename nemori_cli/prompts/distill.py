@@ -11,13 +11,24 @@ from nemori_cli.prompts.render import clip, message_lines
 FACT_MAX = 240
 MAX_FACTS = 8
 
+# One worked example: small models copy its shape (third person, the name in
+# every fact, places kept, dates absolute), which no instruction achieves alone.
+EXAMPLE = (
+    "Example. Conversation of 4 June 2023:\n"
+    "(10:00) Mia: I started a new job at Acme in Leeds last Monday [29 May 2023].\n"
+    "(10:01) Raj: Nice! Do you like it?\n"
+    "(10:02) Mia: Yes, my team is great. I live in Leeds now.\n"
+    'Answer: {"facts": ["Mia started a new job at Acme on 29 May 2023.", "Mia lives in Leeds.", "Mia likes her team at Acme."]}'
+)
+
 SYSTEM = (
-    "You extract durable facts about people from a conversation: who they are, what they "
-    "did or plan, when, where, with whom, what they like or own. Each fact is one short, "
-    "self-contained sentence that names the person and, for events, the absolute date "
-    "(relative times come with their date in square brackets). Keep only facts that the "
-    "expectation below does not already state or that contradict it. Skip greetings and "
-    "small talk. Answer with JSON only."
+    "You extract durable facts about people from a conversation: who they are, where they "
+    "live and work, what they did or plan, when, with whom, what they like or own. Each "
+    "fact is one short, self-contained sentence in the third person that names the person, "
+    "keeps the names of places and things as written, and, for events, gives the absolute "
+    "date (relative times come with their date in square brackets). Keep only facts that "
+    "the expectation below does not already state or that contradict it. Skip greetings "
+    "and small talk. Answer with JSON only.\n\n" + EXAMPLE
 )
 
 
@@ -36,11 +47,12 @@ class Distilled(BaseModel):
 
 
 DIRECT_SYSTEM = (
-    "You extract durable facts about people from a conversation: who they are, what they "
-    "did or plan, when, where, with whom, what they like or own. Each fact is one short, "
-    "self-contained sentence that names the person and, for events, the absolute date "
-    "(relative times come with their date in square brackets). Skip greetings and small "
-    "talk. Answer with JSON only."
+    "You extract durable facts about people from a conversation: who they are, where they "
+    "live and work, what they did or plan, when, with whom, what they like or own. Each "
+    "fact is one short, self-contained sentence in the third person that names the person, "
+    "keeps the names of places and things as written, and, for events, gives the absolute "
+    "date (relative times come with their date in square brackets). Skip greetings and "
+    "small talk. Answer with JSON only.\n\n" + EXAMPLE
 )
 
 

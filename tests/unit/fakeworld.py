@@ -29,7 +29,7 @@ class World:
     """backend.default for a FakeBackend: answers by schema title; `answers[title]` overrides."""
 
     def __init__(self, backend, **answers):
-        self.answers = {"Partition": {"boundaries": []}, "Continuation": {"continues": -1}, "Consolidation": {"action": "new"}}
+        self.answers = {"Partition": {"boundaries": []}, "Continuation": {"continues": -1}, "Prediction": {"prediction": "Ann and Bob talked."}}
         self.answers.update(answers)
         self.facts: list[list[str]] = []
         backend.default = self

@@ -51,30 +51,49 @@ def candidates(db: Database, user: str, draft: EpisodeDraft, vector: np.ndarray,
     return kept
 
 
-def choose(llm: StructuredLLM, draft: EpisodeDraft, shown: list[Episode]) -> Episode | None:
-    """The episode the new one continues, or None; every decision is logged."""
-    schema = prompt.choice_schema(tuple(e.id for e in shown))
+class SelfCheck:
+    """Whether this run's model can be trusted to choose (asked once, lazily)."""
+
+    def __init__(self, llm: StructuredLLM):
+        self.llm = llm
+        self._passed: bool | None = None
+
+    def passed(self) -> bool:
+        if self._passed is None:
+            d = prompt.CHECK_DATE
+            self._passed = all(_continues(self.llm, (t0, n0, d), (t1, n1, d)) is expected for t0, n0, t1, n1, expected in prompt.SELF_CHECK)
+            if self._passed:
+                self.llm.log.decision(STAGE, f"model {self.llm.model_id} passed the continuation self-check")
+            else:
+                self.llm.log.fallback(STAGE, f"model {self.llm.model_id} failed the continuation self-check; no episode is merged in this run")
+        return self._passed
+
+
+def _continues(llm: StructuredLLM, earlier: tuple, new: tuple) -> bool | None:
     try:
-        picked = llm.complete(
-            prompt.render_choice(draft.title, draft.narrative, draft.start, shown), schema=schema, stage=STAGE, max_tokens=16
-        ).value.continues
+        return llm.complete(prompt.render_pair(earlier, new), schema=prompt.Continuation, stage=STAGE, max_tokens=16).value.same_event
     except LLMOutputError as e:
-        llm.log.fallback(STAGE, f"{e.message}; kept as a new episode")
+        llm.log.fallback(STAGE, f"{e.message}; treated as no continuation")
         return None
-    ids = ",".join(f"E{e.id}" for e in shown)
-    if picked == prompt.NONE:
-        llm.log.decision(STAGE, f"'{draft.title}' continues none of {ids}")
-        return None
-    chosen = next(e for e in shown if e.id == picked)
-    llm.log.decision(STAGE, f"'{draft.title}' continues E{chosen.id} (of {ids})")
-    return chosen
+
+
+def choose(llm: StructuredLLM, draft: EpisodeDraft, shown: list[Episode], max_questions: int = 3) -> Episode | None:
+    """The episode the new one continues (the first yes, most similar first), or None; logged."""
+    new = (draft.title, draft.narrative, draft.start)
+    asked = shown[:max_questions]
+    for e in asked:
+        if _continues(llm, (e.title, e.narrative, e.start), new):
+            llm.log.decision(STAGE, f"'{draft.title}' continues E{e.id}")
+            return e
+    llm.log.decision(STAGE, f"'{draft.title}' continues none of {', '.join(f'E{e.id}' for e in asked)}")
+    return None
 
 
 def merge(llm: StructuredLLM, old: Episode, draft: EpisodeDraft) -> EpisodeDraft:
     """One draft covering both parts. It lists the new part's messages; supersede() moves the old part's."""
     try:
         answer = llm.complete(
-            prompt.render_merge(old, draft.title, draft.narrative, draft.start),
+            prompt.render_merge(old.title, old.narrative, old.start, draft.title, draft.narrative, draft.start),
             schema=prompt.MergedEpisode,
             stage=STAGE,
             max_tokens=420,

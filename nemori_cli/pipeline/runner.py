@@ -75,6 +75,7 @@ class Pipeline:
         self.semantic = SemanticSettings(semantic.evoke_k, semantic.threshold, direct=profile.distill == "direct")
         self.integration = integration
         self.consolidator = consolidate.Consolidator(llm, consolidation)
+        self.continuation_check = integrate.SelfCheck(llm)
 
     def store(self, incoming: list[IncomingMessage], namespace: str = "") -> int:
         """Store new messages (all or none) and the profile; returns how many were new."""
@@ -146,7 +147,7 @@ class Pipeline:
     def _integrate(self, draft: EpisodeDraft, group: Group, vector) -> tuple[int, bool]:
         """Store the episode, merged into the one it continues if any; returns (live id, merged?)."""
         shown = integrate.candidates(self.db, self.user, draft, vector, self.integration) if self.profile.integrate else []
-        old = integrate.choose(self.llm, draft, shown) if shown else None
+        old = integrate.choose(self.llm, draft, shown) if shown and self.continuation_check.passed() else None
         new_id = episode_sql.add(self.db, self.user, draft, vector, self._index_text(draft, group.messages))
         if old is None:
             return new_id, False

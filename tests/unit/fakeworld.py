@@ -29,9 +29,10 @@ class World:
     """backend.default for a FakeBackend: answers by schema title; `answers[title]` overrides."""
 
     def __init__(self, backend, **answers):
-        self.answers = {"Partition": {"boundaries": []}, "Continuation": {"continues": -1}, "Prediction": {"prediction": "Ann and Bob talked."}}
+        self.answers = {"Partition": {"boundaries": []}, "Continuation": {"same_event": False}, "Prediction": {"prediction": "Ann and Bob talked."}}
         self.answers.update(answers)
         self.facts: list[list[str]] = []
+        self.passes_continuation_check = True
         backend.default = self
 
     def __call__(self, messages, schema):
@@ -40,9 +41,26 @@ class World:
             said = messages[-1]["content"].split(":\n", 1)[1].split("\n\nWrite")[0]
             words = " ".join(line.split(": ", 1)[1] for line in said.splitlines() if ": " in line)
             return {"title": words[:40], "narrative": f"On 8 May 2023 Ann and Bob said: {words}"}
+        if title == "Continuation" and is_self_check(messages):
+            return self._continuation_check(messages[-1]["content"])
         if title == "Distilled":
             return {"facts": self.facts.pop(0) if self.facts else []}
         answer = self.answers.get(title)
         if answer is None:
             raise AssertionError(f"unscripted {title}")
         return answer(messages, schema) if callable(answer) else answer
+
+    def _continuation_check(self, text: str) -> dict:
+        """The integration self-check's fixed cases: right, or (to test the guard) always yes."""
+        if not self.passes_continuation_check:
+            return {"same_event": True}
+        return {"same_event": "Lisbon" in text.split("NEW episode:")[1]}
+
+
+def is_self_check(messages) -> bool:
+    return "Ann and Bob booked flights to Lisbon" in messages[-1]["content"]
+
+
+def real_prompts(backend, title: str):
+    """Prompts of one schema, the self-check's fixed cases left out."""
+    return [p for p in backend.prompts_for(title) if not is_self_check(p)]

@@ -1,0 +1,98 @@
+"""The method a database is built with: recorded, inherited, never mixed; and each ablation's effect."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pytest
+
+from nemori_cli.errors import ConfigError
+from nemori_cli.memory import profile as profiles
+from nemori_cli.memory.profile import Profile
+from nemori_cli.pipeline.runner import Pipeline
+from nemori_cli.prompts import distill as distill_prompt
+from nemori_cli.retrieval.answer import ask
+from nemori_cli.retrieval.search import SearchOptions, search
+from nemori_cli.store import facts as fact_sql
+from tests.unit.fakeworld import World, chat
+
+DAY = datetime(2023, 5, 8, 10, 0)
+WORDS = ["Ann", "sailing", "boat", "Malta", "regatta"]
+
+
+def build(db, llm, backend, embedder, profile, facts=(("Ann owns a sailing boat.",), ("Ann sailed to Malta.",))):
+    world = World(backend, Summary=lambda m, s: {"summary": "Ann sails. " + str(len(m[-1]["content"]))})
+    world.facts = [list(f) for f in facts]
+    pipe = Pipeline(db, "u", llm, embedder, profile=profile)
+    pipe.store(chat(WORDS, start=DAY) + chat(WORDS, start=DAY + timedelta(days=20), tag="zebra"))
+    pipe.process(flush=True)
+    return world
+
+
+def test_the_first_run_records_the_profile_and_later_runs_inherit_it(db):
+    assert profiles.stored(db) is None
+    chosen = profiles.resolve(db, {"memory": "naive-rag", "integrate": False})
+    with db.transaction():
+        profiles.record(db, chosen)
+    assert profiles.resolve(db, {}) == chosen == Profile(memory="naive-rag", facts=True, integrate=False)
+    assert profiles.resolve(db, {"memory": "naive-rag"}) == chosen  # repeating a flag is fine
+
+
+def test_mixing_methods_is_refused_with_both_named(db):
+    with db.transaction():
+        profiles.record(db, profiles.resolve(db, {}))
+    with pytest.raises(ConfigError) as e:
+        profiles.resolve(db, {"distill": "direct"})
+    assert "--distill prediction" in e.value.message and "--distill direct" in e.value.message
+
+
+def test_summary_mode_cannot_also_keep_facts(db):
+    assert profiles.resolve(db, {"memory": "summary"}).facts is False
+    with pytest.raises(ConfigError):
+        profiles.resolve(db, {"memory": "summary", "facts": True})
+
+
+def test_summary_mode_keeps_versions_and_no_facts_and_retrieval_shows_it(db, llm, backend, embedder):
+    build(db, llm, backend, embedder, Profile(memory="summary", facts=False))
+    assert backend.prompts_for("Distilled") == [] and fact_sql.count(db, "u") == 0
+    versions = db.query("SELECT text, episode_id FROM summaries WHERE user_id = 'u' ORDER BY id")
+    assert [v["episode_id"] for v in versions] == [1, 2]
+    assert "Ann sails." in backend.prompts_for("Summary")[1][-1]["content"]  # the old summary is rewritten, not lost
+    hits, _ = search(db, "u", embedder, "sailing", SearchOptions())
+    assert [h.kind for h in hits][-1] == "summary" and hits[-1].text == versions[-1]["text"]
+    backend.responses = [{"answer": "sails", "sources": [1]}]
+    ask(db, "u", embedder, llm, "What does Ann do?")
+    assert "Summary of everything so far:" in backend.history[-1][0][-1]["content"]
+
+
+def test_direct_distillation_never_predicts(db, llm, backend, embedder):
+    build(db, llm, backend, embedder, Profile(facts=True, distill="direct", integrate=False), facts=(("Ann sailing boat Malta regatta.",), ()))
+    assert backend.prompts_for("Prediction") == []
+    assert all(p[0]["content"] == distill_prompt.DIRECT_SYSTEM for p in backend.prompts_for("Distilled"))
+
+
+def test_prediction_distillation_predicts_when_something_is_evoked(db, llm, backend, embedder):
+    build(db, llm, backend, embedder, Profile(facts=True, integrate=False), facts=(("Ann sailing boat Malta regatta.",), ()))
+    assert len(backend.prompts_for("Prediction")) == 1
+
+
+def test_index_on_messages_puts_the_raw_words_in_the_full_text_index(db, llm, backend, embedder):
+    build(db, llm, backend, embedder, Profile(facts=False, index="messages", integrate=False))
+    indexed = db.one("SELECT narrative FROM episode_fts WHERE rowid = 2")["narrative"]
+    assert indexed.startswith("Ann: ") and "zebra" in indexed
+    stored = db.one("SELECT narrative FROM episodes WHERE id = 2")["narrative"]
+    assert stored.startswith("On 8 May 2023")  # the row keeps its narrative
+
+
+def test_retrieval_switches_drop_episodes_or_facts_and_context_brings_raw_messages(db, llm, backend, embedder):
+    build(db, llm, backend, embedder, Profile(facts=True, integrate=False))
+    hits, _ = search(db, "u", embedder, "sailing Malta", SearchOptions(k=0))
+    assert hits and {h.kind for h in hits} == {"fact"}
+    hits, _ = search(db, "u", embedder, "sailing Malta", SearchOptions(facts=0))
+    assert {h.kind for h in hits} == {"episode"}
+    hits, _ = search(db, "u", embedder, "sailing Malta", SearchOptions(facts=0, raw_for_top=0, context="messages"))
+    assert all(h.messages for h in hits)
+    backend.responses = [{"answer": "yes", "sources": []}]
+    ask(db, "u", embedder, llm, "Did Ann sail?", SearchOptions(facts=0, raw_for_top=0, context="messages"))
+    prompt = backend.history[-1][0][-1]["content"]
+    assert "Ann and Bob said:" not in prompt and "Ann: Ann sailing boat Malta regatta zebra" in prompt

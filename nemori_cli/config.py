@@ -56,6 +56,9 @@ class EmbedderPreset:
     path: str | None = None
     parts: tuple[str, ...] = ()
     packages: tuple[str, ...] = ()
+    # The paper's tau (cosine above which a known fact is "evoked" by an
+    # episode) depends on the embedder's similarity scale; see models.toml.
+    evoke_threshold: float = 0.70
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,7 @@ def _embedder_from(name: str, raw: dict, source: Path) -> EmbedderPreset:
         path=raw.get("path"),
         parts=tuple(raw.get("parts", ())),
         packages=tuple(raw.get("packages", ())),
+        evoke_threshold=float(raw.get("evoke_threshold", 0.70)),
     )
 
 

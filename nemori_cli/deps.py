@@ -68,3 +68,10 @@ def build_embedder(settings: Settings, db: Database | None = None) -> Embedder:
     if db is not None:
         db.check_embedder(identity(embedder))
     return embedder
+
+
+def semantic_settings(settings: Settings):
+    """The prediction-error settings, with tau taken from the embedder's preset."""
+    from nemori_cli.pipeline.semantic import SemanticSettings
+
+    return SemanticSettings(threshold=resolve_embedder(load_presets(), settings.embedder).evoke_threshold)

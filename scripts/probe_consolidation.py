@@ -1,10 +1,14 @@
-"""How well does each local model answer the consolidation question? Labelled pairs, accuracy, seconds.
+"""How well does each local model answer the memory-management questions? Labelled pairs, accuracy, seconds.
 
-Asks the production prompt (nemori_cli/prompts/consolidate.py: "does the newer
-fact make the older one outdated?") about hand-labelled (older, newer) pairs
-and reports, per model: accuracy, how many outdated pairs it caught, how many
-still-true facts it would wrongly retire, whether it passes the self-check the
-pipeline uses, and seconds per question.
+Asks the production prompts about hand-labelled pairs and reports, per model
+and question: accuracy, the positives it caught, the negatives it got wrong
+(facts it would wrongly retire, episodes it would wrongly merge), whether it
+passes the self-check the pipeline uses, and seconds per question.
+
+- consolidation (nemori_cli/prompts/consolidate.py): does the newer fact make
+  the older one outdated?
+- integration (nemori_cli/prompts/integrate.py): does the new episode continue
+  the earlier one?
 
     .venv/bin/python scripts/probe_consolidation.py --models small,base
 """
@@ -17,7 +21,10 @@ import time
 from nemori_cli import deps
 from nemori_cli.config import Settings
 from nemori_cli.errors import LLMOutputError
+from datetime import datetime
+
 from nemori_cli.prompts import consolidate as prompt
+from nemori_cli.prompts import integrate
 
 # (older, newer, outdated?) — written for this probe, not taken from any benchmark.
 PAIRS = [
@@ -36,41 +43,79 @@ PAIRS = [
 ]
 
 
-def probe(model: str) -> dict:
+D1, D2 = datetime(2024, 5, 10, 9, 0), datetime(2024, 5, 10, 13, 0)
+# (earlier title, earlier narrative, new title, new narrative, continues?)
+EPISODES = [
+    ("Nina and Omar plan a hike", "On 10 May 2024 Nina and Omar agreed to hike Mount Tamalpais on Saturday from the Pantoll trailhead at 8.",
+     "Nina and Omar choose the trail", "Later on 10 May 2024 Nina and Omar chose the Matt Davis trail for their Saturday hike on Mount Tamalpais.", True),
+    ("Priya looks for a flat", "On 10 May 2024 Priya told Sam she was visiting two flats in Leith that week.",
+     "Priya picks a flat", "On 10 May 2024 Priya told Sam she had chosen the second flat in Leith and would sign on Monday.", True),
+    ("Caroline's support group", "On 8 May 2023 Caroline told Melanie about the LGBTQ support group she attended the day before.",
+     "Melanie's painting", "On 8 May 2023 Melanie showed Caroline the lake sunrise she painted last year.", False),
+    ("Priya looks for a flat", "On 10 May 2024 Priya told Sam she was visiting two flats in Leith that week.",
+     "Sam's job offer", "On 10 May 2024 Sam told Priya he had received a job offer from Northwind.", False),
+]
+
+
+def _rate(answers: list[tuple[bool | None, bool]]) -> tuple[str, str, str, int]:
+    positives = sum(e for _, e in answers)
+    right = sum(g is e for g, e in answers)
+    caught = sum(bool(g) and e for g, e in answers)
+    wrong = sum(bool(g) and not e for g, e in answers)
+    failed = sum(g is None for g, _ in answers)
+    return f"{right}/{len(answers)}", f"{caught}/{positives}", f"{wrong}/{len(answers) - positives}", failed
+
+
+def _ask(llm, messages, schema, field):
+    try:
+        return getattr(llm.complete(messages, schema=schema, stage="probe", max_tokens=16).value, field)
+    except LLMOutputError:
+        return None
+
+
+def probe(model: str) -> list[dict]:
     llm = deps.build_llm(Settings.from_env(model=model))
-    right = caught = wrong_retire = failed = 0
+    rows = []
     started = time.perf_counter()
-    for older, newer, expected in PAIRS:
-        try:
-            got = llm.complete(prompt.render(older, newer), schema=prompt.Outdated, stage="probe", max_tokens=16).value.outdated
-        except LLMOutputError:
-            failed += 1
-            continue
-        right += got is expected
-        caught += got and expected
-        wrong_retire += got and not expected
+    answers = [(_ask(llm, prompt.render(o, n), prompt.Outdated, "outdated"), e) for o, n, e in PAIRS]
     seconds = (time.perf_counter() - started) / len(PAIRS)
+    check = all(_ask(llm, prompt.render(o, n), prompt.Outdated, "outdated") is e for o, n, e in prompt.SELF_CHECK)
+    rows.append(("consolidation: outdated?", answers, check, seconds))
+    started = time.perf_counter()
+    answers = [
+        (_ask(llm, integrate.render_pair((t0, n0, D1), (t1, n1, D2)), integrate.Continuation, "same_event"), e)
+        for t0, n0, t1, n1, e in EPISODES
+    ]
+    seconds = (time.perf_counter() - started) / len(EPISODES)
+    d = integrate.CHECK_DATE
     check = all(
-        llm.complete(prompt.render(o, n), schema=prompt.Outdated, stage="probe", max_tokens=16).value.outdated is e
-        for o, n, e in prompt.SELF_CHECK
+        _ask(llm, integrate.render_pair((t0, n0, d), (t1, n1, d)), integrate.Continuation, "same_event") is e
+        for t0, n0, t1, n1, e in integrate.SELF_CHECK
     )
-    positives = sum(e for _, _, e in PAIRS)
-    return {
-        "model": model,
-        "accuracy": f"{right}/{len(PAIRS)}",
-        "outdated caught": f"{caught}/{positives}",
-        "true facts wrongly retired": f"{wrong_retire}/{len(PAIRS) - positives}",
-        "unusable answers": failed,
-        "passes self-check": check,
-        "s per question": round(seconds, 2),
-    }
+    rows.append(("integration: continues?", answers, check, seconds))
+    out = []
+    for question, answers, check, seconds in rows:
+        accuracy, caught, wrong, failed = _rate(answers)
+        out.append(
+            {
+                "model": model,
+                "question": question,
+                "accuracy": accuracy,
+                "yes when yes": caught,
+                "yes when no": wrong,
+                "unusable": failed,
+                "passes self-check": check,
+                "s per question": round(seconds, 2),
+            }
+        )
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="small,base")
     args = parser.parse_args()
-    rows = [probe(m) for m in args.models.split(",")]
+    rows = [row for m in args.models.split(",") for row in probe(m)]
     keys = list(rows[0])
     print("| " + " | ".join(keys) + " |")
     print("|" + "---|" * len(keys))

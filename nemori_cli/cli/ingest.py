@@ -194,7 +194,7 @@ def ingest(
     store = deps.open_db(settings)
     profile = _profile(store, memory, distill, integrate, facts, index)
     emb = deps.build_embedder(settings, store)
-    pipeline = Pipeline(store, settings.user, llm, emb, window=window, profile=profile)
+    pipeline = Pipeline(store, settings.user, llm, emb, window=window, profile=profile, semantic=deps.semantic_settings(settings))
     added = pipeline.store(incoming, namespace)
     report = _process(pipeline, flush=flush, show_progress=_want_progress(progress), user=settings.user)
     report.read, report.added = len(incoming), added
@@ -226,7 +226,7 @@ def flush_cmd(
 
     llm = deps.build_llm(settings)
     emb = deps.build_embedder(settings, store)
-    pipeline = Pipeline(store, settings.user, llm, emb, window=window, profile=resolve(store, {}))
+    pipeline = Pipeline(store, settings.user, llm, emb, window=window, profile=resolve(store, {}), semantic=deps.semantic_settings(settings))
     report = _process(pipeline, flush=True, show_progress=_want_progress(progress), user=settings.user)
     _print_report(report, None, json_out)
 

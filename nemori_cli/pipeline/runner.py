@@ -93,6 +93,8 @@ class Pipeline:
         """
         report = IngestReport()
         started = time.perf_counter()
+        with self.db.transaction():
+            record(self.db, self.profile)  # a database made before profiles existed gets one now
         total = message_sql.count_pending(self.db, self.user)
         done = 0
         if progress:

@@ -11,6 +11,7 @@ result in place of an error.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
@@ -107,7 +108,7 @@ class StructuredLLM:
             prompt_tokens += raw.prompt_tokens
             completion_tokens += raw.completion_tokens
             try:
-                value = schema.model_validate_json(raw.text)
+                value = _validate(schema, raw.text)
             except ValidationError as e:
                 problem = _short(e, raw.text)
                 continue
@@ -120,6 +121,24 @@ class StructuredLLM:
 
     def _record(self, stage: str, p: int, c: int, ms: float, attempts: int, outcome: str) -> None:
         self.log.calls.append(CallRecord(stage, self.model_id, p, c, round(ms, 1), attempts, outcome))
+
+
+def _validate(schema: type[T], text: str) -> T:
+    """Strict JSON first; then JSON with raw newlines or tabs inside strings.
+
+    Grammar-constrained decoders let a model put a literal newline in a
+    string (seen with Qwen2.5-1.5B writing a merged narrative). The content is
+    fine; only strict JSON forbids it, so it is read leniently rather than
+    thrown away.
+    """
+    try:
+        return schema.model_validate_json(text)
+    except ValidationError as strict_error:
+        try:
+            lenient = json.loads(text, strict=False)
+        except ValueError:
+            raise strict_error from None
+        return schema.model_validate(lenient)
 
 
 def _short(error: ValidationError, text: str) -> str:

@@ -58,3 +58,14 @@ def test_long_string_limits_never_reach_the_decoder():
     # and the model still clips an overlong answer instead of rejecting it
     long = Narrative.model_validate({"title": "t" * 500, "narrative": "word " * 1000})
     assert len(long.title) <= 90 and len(long.narrative) <= 1200
+
+
+def test_a_raw_newline_inside_a_string_is_read_not_rejected(backend, llm):
+    from pydantic import BaseModel
+
+    class Note(BaseModel):
+        text: str
+
+    backend.responses = ['{"text": "line one\nline two"}']
+    assert llm.complete([{"role": "user", "content": "x"}], schema=Note, stage="s").value.text == "line one\nline two"
+    assert llm.log.calls[-1].attempts == 1

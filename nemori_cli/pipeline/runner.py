@@ -126,7 +126,7 @@ class Pipeline:
         with self.db.transaction():
             if not _still_pending(self.db, self.user, [m.id for m in group.messages]):
                 return  # another process took these messages meanwhile; nothing to add
-            vector = self._embed(draft, group)
+            vector = self._vector(draft, group.messages)
             episode_id, merged = self._integrate(draft, group, vector)
             report.episodes += 0 if merged else 1
             report.merged += int(merged)
@@ -142,8 +142,8 @@ class Pipeline:
             return None
         return "\n".join(f"{m.speaker}: {m.content}" for m in messages)
 
-    def _embed(self, draft: EpisodeDraft, group: Group):
-        text = self._index_text(draft, group.messages)
+    def _vector(self, draft: EpisodeDraft, messages):
+        text = self._index_text(draft, messages)
         return self.embedder.embed_documents([f"{draft.title}\n{draft.narrative if text is None else text}"])[0]
 
     def _integrate(self, draft: EpisodeDraft, group: Group, vector) -> tuple[int, bool]:
@@ -156,9 +156,7 @@ class Pipeline:
         merged = integrate.merge(self.llm, old, draft)
         old_messages = message_sql.of_episodes(self.db, self.user, [old.id])[old.id]
         everything = sorted([*old_messages, *group.messages], key=lambda m: (to_epoch(m.timestamp), m.id))
-        text = self._index_text(merged, everything)
-        merged_vector = self.embedder.embed_documents([f"{merged.title}\n{merged.narrative if text is None else text}"])[0]
-        merged_id = episode_sql.add(self.db, self.user, merged, merged_vector, text)
+        merged_id = episode_sql.add(self.db, self.user, merged, self._vector(merged, everything), self._index_text(merged, everything))
         episode_sql.supersede(self.db, self.user, [old.id], merged_id, f"continued by E{new_id}; both merged into E{merged_id}")
         episode_sql.supersede(self.db, self.user, [new_id], merged_id, f"continues E{old.id}; both merged into E{merged_id}")
         return merged_id, True

@@ -1,0 +1,1 @@
+"""Benchmarks: datasets, systems, scoring and reports (issue 4; scoring first)."""

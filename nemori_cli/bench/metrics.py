@@ -1,0 +1,162 @@
+"""Scoring functions for LoCoMo and LongMemEval, each as the published recipes define it.
+
+Numbers only compare with published ones if they are computed the same way,
+so each function follows one recipe of ../shared/BENCHMARKS.md exactly,
+quirks included, and is tested on hand-computed cases:
+
+- ``set_f1``: the Nemori / Mem0 / A-MEM evaluations (token *sets*);
+- ``locomo_f1``: LoCoMo's official scorer (stemmed token *multisets*, with
+  its per-category rules: comma-separated parts for category 1, the gold
+  cut at ';' for category 3, an abstention phrase for category 5);
+- ``bleu1``: NLTK sentence BLEU with unigram weights and smoothing method 1;
+- ``parse_judge_label``: the label out of an LLM judge's answer, strict JSON
+  first, then the label word, else None (counted, never guessed);
+- ``evidence_recall``: the share of a question's evidence turns that the
+  retrieved memories contain.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import string
+from collections import Counter
+from collections.abc import Iterable
+from functools import lru_cache
+
+# -- set F1 (Nemori, Mem0, A-MEM) -------------------------------------------
+
+_SET_PUNCT = re.compile(r"[.,!?]")
+
+
+def _set_tokens(text: str) -> set[str]:
+    return set(_SET_PUNCT.sub(" ", str(text).lower()).split())
+
+
+def set_f1(prediction: str, gold: str) -> float:
+    pred, ref = _set_tokens(prediction), _set_tokens(gold)
+    common = len(pred & ref)
+    if common == 0:
+        return 0.0
+    precision, recall = common / len(pred), common / len(ref)
+    return 2 * precision * recall / (precision + recall)
+
+
+# -- LoCoMo's official F1 ----------------------------------------------------
+
+_ARTICLES = re.compile(r"\b(a|an|the|and)\b")
+_PUNCT = set(string.punctuation)
+ABSTENTION_PHRASES = ("no information available", "not mentioned")
+
+
+@lru_cache(maxsize=1)
+def _stemmer():
+    from nltk.stem import PorterStemmer
+
+    return PorterStemmer()
+
+
+def _official_normal(text: str) -> str:
+    # The official order: commas out, lowercase, punctuation out, then the
+    # articles (and "and"), then whitespace folded.
+    text = str(text).replace(",", "").lower()
+    text = "".join(ch for ch in text if ch not in _PUNCT)
+    return " ".join(_ARTICLES.sub(" ", text).split())
+
+
+def _stems(text: str) -> list[str]:
+    stem = _stemmer().stem
+    return [stem(w) for w in _official_normal(text).split()]
+
+
+def official_token_f1(prediction: str, gold: str) -> float:
+    pred, ref = _stems(prediction), _stems(gold)
+    common = sum((Counter(pred) & Counter(ref)).values())
+    if common == 0:
+        return 0.0
+    precision, recall = common / len(pred), common / len(ref)
+    return 2 * precision * recall / (precision + recall)
+
+
+def _multi_answer_f1(prediction: str, gold: str) -> float:
+    """Category 1: each comma-separated gold part scored by its best prediction part, averaged."""
+    preds = [p.strip() for p in str(prediction).split(",")]
+    golds = [g.strip() for g in str(gold).split(",")]
+    return sum(max(official_token_f1(p, g) for p in preds) for g in golds) / len(golds)
+
+
+def locomo_f1(prediction: str, gold, category: int) -> float:
+    """The official per-question score; ``gold`` may be an int (use of str() as the scorer does)."""
+    gold = str(gold)
+    if category == 5:
+        said = str(prediction).lower()
+        return 1.0 if any(p in said for p in ABSTENTION_PHRASES) else 0.0
+    if category == 3:
+        gold = gold.split(";")[0].strip()
+    if category == 1:
+        return _multi_answer_f1(prediction, gold)
+    if category in (2, 3, 4):
+        return official_token_f1(prediction, gold)
+    raise ValueError(f"unknown LoCoMo category {category!r}")
+
+
+# -- BLEU-1 --------------------------------------------------------------------
+
+
+def bleu1(prediction: str, gold) -> float:
+    from nltk.tokenize import NLTKWordTokenizer
+    from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
+
+    tokenize = NLTKWordTokenizer().tokenize
+    pred = tokenize(str(prediction).lower())
+    ref = tokenize(str(gold).lower())
+    if not pred or not ref:
+        return 0.0
+    return float(sentence_bleu([ref], pred, weights=(1, 0, 0, 0), smoothing_function=SmoothingFunction().method1))
+
+
+# -- LLM judge ---------------------------------------------------------------
+
+_LABEL = re.compile(r"\b(CORRECT|WRONG)\b")
+
+
+def parse_judge_label(answer: str) -> bool | None:
+    """True for CORRECT, False for WRONG, None when the judge's answer says neither clearly.
+
+    Strict JSON with a "label" key first; otherwise the label words in the
+    text, but only if exactly one of the two appears (a judge that writes
+    "not WRONG but CORRECT" is not guessed at).
+    """
+    try:
+        data = json.loads(answer)
+    except (ValueError, TypeError):
+        data = None
+    if isinstance(data, dict) and isinstance(data.get("label"), str):
+        label = data["label"].strip().upper()
+        if label in ("CORRECT", "WRONG"):
+            return label == "CORRECT"
+    found = set(_LABEL.findall(str(answer).upper()))
+    if len(found) == 1:
+        return found.pop() == "CORRECT"
+    return None
+
+
+def parse_yes_no(answer: str) -> bool | None:
+    """LongMemEval's judge answers yes or no; anything else is None."""
+    words = re.findall(r"[a-z]+", str(answer).lower())
+    found = {w for w in words if w in ("yes", "no")}
+    if len(found) == 1:
+        return found.pop() == "yes"
+    return None
+
+
+# -- retrieval -----------------------------------------------------------------
+
+
+def evidence_recall(evidence: Iterable[str], retrieved_turns: Iterable[str]) -> float | None:
+    """Share of the evidence turn ids found among the retrieved memories' turns; None without evidence."""
+    wanted = [e for e in dict.fromkeys(evidence) if e]
+    if not wanted:
+        return None
+    got = set(retrieved_turns)
+    return sum(e in got for e in wanted) / len(wanted)

@@ -186,7 +186,7 @@ def read_jsonl(
     return messages
 
 
-def _load_samples(stream: typing.BinaryIO, source_name: str) -> list[dict]:
+def load_locomo_samples(stream: typing.BinaryIO, source_name: str) -> list[dict]:
     raw = stream.read()
     text = _decode(raw[len(_BOM) :] if raw.startswith(_BOM) else raw, source_name)
     try:
@@ -209,7 +209,7 @@ def _load_samples(stream: typing.BinaryIO, source_name: str) -> list[dict]:
 
 def list_locomo_samples(stream: typing.BinaryIO, source_name: str = "<input>") -> list[str]:
     """The sample ids in a LoCoMo file, in file order."""
-    return [str(s["sample_id"]) for s in _load_samples(stream, source_name)]
+    return [str(s["sample_id"]) for s in load_locomo_samples(stream, source_name)]
 
 
 def read_locomo(
@@ -221,7 +221,7 @@ def read_locomo(
     minute only, and distinct increasing times keep the order explicit without
     moving any turn out of its minute (sessions have far fewer than 60 turns).
     """
-    samples = _load_samples(stream, source_name)
+    samples = load_locomo_samples(stream, source_name)
     ids = [str(s["sample_id"]) for s in samples]
     available = ", ".join(ids)
     if sample_id is None:

@@ -42,7 +42,12 @@ class LLMOutputError(NemoriError):
     """The model kept answering something unusable after every retry.
 
     Pipeline stages catch this and fall back deterministically (and count it);
-    it reaches the user only where no fallback exists.
+    it reaches the user only where no fallback exists. ``raw`` keeps the
+    model's last answer, for callers that can still read something from it.
     """
 
     exit_code = 5
+
+    def __init__(self, message: str, raw: str = ""):
+        super().__init__(message)
+        self.raw = raw

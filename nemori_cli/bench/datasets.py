@@ -83,6 +83,7 @@ class LongMemEvalItem:
     answer: str
     question_date: datetime
     sessions: tuple[tuple[str, datetime, tuple[IncomingMessage, ...]], ...]  # (session id, date, messages), in order
+    evidence: tuple[str, ...] = ()  # source ids of the turns marked has_answer
 
     @property
     def abstention(self) -> bool:
@@ -116,6 +117,7 @@ def _item(record: dict, i: int, source_name: str) -> LongMemEvalItem:
         if not len(dates) == len(ids) == len(sessions):
             raise InputError(f"{source_name}: record {i}: haystack lists differ in length")
         built = []
+        evidence: list[str] = []
         for session_id, date, turns in zip(ids, dates, sessions):
             start = parse_longmemeval_date(date)
             messages = tuple(
@@ -129,6 +131,7 @@ def _item(record: dict, i: int, source_name: str) -> LongMemEvalItem:
                 for n, turn in enumerate(turns)
             )
             built.append((str(session_id), start, messages))
+            evidence.extend(f"{session_id}:{n}" for n, turn in enumerate(turns) if turn.get("has_answer"))
         return LongMemEvalItem(
             question_id=str(record["question_id"]),
             question_type=str(record["question_type"]),
@@ -136,6 +139,7 @@ def _item(record: dict, i: int, source_name: str) -> LongMemEvalItem:
             answer=str(record["answer"]),
             question_date=parse_longmemeval_date(record["question_date"]),
             sessions=tuple(built),
+            evidence=tuple(evidence),
         )
     except (KeyError, TypeError) as e:
         raise InputError(f"{source_name}: record {i} lacks a LongMemEval field ({e})") from None

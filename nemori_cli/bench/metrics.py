@@ -150,6 +150,33 @@ def parse_yes_no(answer: str) -> bool | None:
     return None
 
 
+# -- without a judge (LongMemEval) ---------------------------------------------
+
+_ABSTAINS = re.compile(
+    r"\b(do not know|don't know|not (?:mentioned|known|available|provided|enough|specified|stated)"
+    r"|no information|no mention|cannot (?:be )?(?:answer|determine|tell)|can't (?:answer|tell)|unknown)\b"
+)
+_STOP = frozenset("a an the and or of to in on at for is was were be i my you your it".split())
+
+
+def abstains(prediction: str) -> bool:
+    """Does the answer say it cannot answer? (a lexical check, for LongMemEval's _abs questions)"""
+    return bool(_ABSTAINS.search(str(prediction).lower()))
+
+
+def contains_answer(prediction: str, gold: str) -> bool:
+    """Every content word of the gold answer's first clause appears in the prediction.
+
+    A strict lexical stand-in for LongMemEval's judge, used when no judge model
+    is given: "7 days. 8 days (including the last day) is also acceptable."
+    needs "7" and "days"; "$12" needs "$12". A right answer worded differently
+    is missed, so it reads low, never high, against the judge.
+    """
+    core = re.split(r"\.\s|\(|;", str(gold).strip(), maxsplit=1)[0]
+    wanted = _set_tokens(core) - _STOP
+    return bool(wanted) and wanted <= _set_tokens(prediction)
+
+
 # -- retrieval -----------------------------------------------------------------
 
 

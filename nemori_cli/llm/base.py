@@ -93,7 +93,7 @@ class StructuredLLM:
         json_schema = decoder_safe(schema.model_json_schema())
         prompt_tokens = completion_tokens = 0
         started = time.perf_counter()
-        problem = ""
+        problem = last_text = ""
         attempts = 0
         for attempt in range(self.retries + 1):
             attempts += 1
@@ -105,6 +105,7 @@ class StructuredLLM:
                 max_tokens=max_tokens,
                 temperature=temperature if attempt == 0 else max(temperature, 0.6),
             )
+            last_text = raw.text
             prompt_tokens += raw.prompt_tokens
             completion_tokens += raw.completion_tokens
             try:
@@ -117,7 +118,7 @@ class StructuredLLM:
             return Completion(value, prompt_tokens, completion_tokens, ms)
         ms = (time.perf_counter() - started) * 1000
         self._record(stage, prompt_tokens, completion_tokens, ms, attempts, "failed")
-        raise LLMOutputError(f"{stage}: model {self.model_id} gave no valid answer in {attempts} attempts ({problem})")
+        raise LLMOutputError(f"{stage}: model {self.model_id} gave no valid answer in {attempts} attempts ({problem})", raw=last_text)
 
     def _record(self, stage: str, p: int, c: int, ms: float, attempts: int, outcome: str) -> None:
         self.log.calls.append(CallRecord(stage, self.model_id, p, c, round(ms, 1), attempts, outcome))

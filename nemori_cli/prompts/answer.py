@@ -35,10 +35,12 @@ def schema_for(ids: tuple[int, ...]) -> type[BaseModel]:
     )
 
 
-def render_memories(hits: list[Hit], raw_for_top: int, context: str = "narrative") -> str:
+def render_memories(hits: list[Hit], raw_for_top: int, context: str = "narrative", message_limit: int = 200) -> str:
     """Episodes with ids (citable), then facts with the date they were said, then the running summary.
 
-    With ``context="messages"`` every episode shows its raw messages instead of its narrative.
+    With ``context="messages"`` every episode shows its raw messages instead of
+    its narrative, each clipped at ``message_limit`` characters (the benchmark's
+    raw-text baselines raise it so that their context is not cut short).
     """
     episodes = [h for h in hits if h.kind == "episode"]
     facts = [h for h in hits if h.kind == "fact"]
@@ -46,7 +48,7 @@ def render_memories(hits: list[Hit], raw_for_top: int, context: str = "narrative
     blocks = []
     for rank, hit in enumerate(episodes):
         if context == "messages" and hit.messages:
-            lines = message_lines(hit.messages, numbered=False, limit=200).splitlines()
+            lines = message_lines(hit.messages, numbered=False, limit=message_limit).splitlines()
             blocks.append(f"[{hit.id}] ({when(hit.start)}) {hit.title}:\n" + "\n".join("  " + line for line in lines))
             continue
         block = f"[{hit.id}] ({when(hit.start)}) {hit.title}: {clip(hit.text, 900)}"
@@ -61,8 +63,10 @@ def render_memories(hits: list[Hit], raw_for_top: int, context: str = "narrative
     return "\n".join(blocks)
 
 
-def render(question: str, hits: list[Hit], *, raw_for_top: int, now: str | None = None, context: str = "narrative") -> list[dict[str, str]]:
-    memories = render_memories(hits, raw_for_top, context) if hits else "(no memories found)"
+def render(
+    question: str, hits: list[Hit], *, raw_for_top: int, now: str | None = None, context: str = "narrative", message_limit: int = 200
+) -> list[dict[str, str]]:
+    memories = render_memories(hits, raw_for_top, context, message_limit) if hits else "(no memories found)"
     today = f"\nToday is {now}." if now else ""
     return [
         {"role": "system", "content": SYSTEM},

@@ -1,0 +1,75 @@
+"""LoCoMo as bench units: one per sample, its chosen sessions and the questions about them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nemori_cli.bench import metrics
+from nemori_cli.bench.datasets import locomo_questions
+from nemori_cli.bench.judge import judge_locomo
+from nemori_cli.bench.run import Question, Unit
+from nemori_cli.bench.systems import Reply
+from nemori_cli.errors import ConfigError, InputError
+from nemori_cli.llm.base import StructuredLLM
+from nemori_cli.pipeline.readers import load_locomo_samples, read_locomo
+
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+
+
+def parse_sessions(value: str | None) -> tuple[int, int] | None:
+    if not value:
+        return None
+    try:
+        first, _, last = value.partition("-")
+        lo, hi = int(first), int(last or first)
+    except ValueError:
+        raise ConfigError(f"--sessions {value!r}: expected N or A-B, e.g. 1-5") from None
+    if lo < 1 or hi < lo:
+        raise ConfigError(f"--sessions {value!r}: expected 1 <= A <= B")
+    return lo, hi
+
+
+def units(path: Path, samples: list[str], sessions: tuple[int, int] | None, cap: int | None, adversarial: bool) -> list[Unit]:
+    """A unit per sample (all samples when none is named); ``cap`` limits the questions per sample."""
+    with path.open("rb") as f:
+        ids = [str(s["sample_id"]) for s in load_locomo_samples(f, str(path))]
+    chosen = samples or ids
+    out = []
+    for sample_id in chosen:
+        with path.open("rb") as f:
+            messages = read_locomo(f, str(path), sample_id=sample_id)
+        if sessions:
+            lo, hi = sessions
+            messages = [m for m in messages if m.session is not None and lo <= int(m.session) <= hi]
+            if not messages:
+                raise InputError(f"{path}: sample {sample_id} has no messages in sessions {lo}-{hi}")
+        with path.open("rb") as f:
+            found = locomo_questions(f, str(path), sample_id, sessions, include_adversarial=adversarial)
+        questions = [
+            Question(
+                qid=str(q.index),
+                text=q.question,
+                gold=q.answer,
+                evidence=q.evidence,
+                meta={"category": q.category, "group": CATEGORIES.get(q.category, str(q.category))},
+            )
+            for q in found[: cap if cap else None]
+        ]
+        out.append(Unit(sample_id, messages, questions))
+    return out
+
+
+def score(q: Question, reply: Reply) -> dict:
+    category = q.meta["category"]
+    official = metrics.locomo_f1(reply.answer, q.gold, category)
+    return {
+        # Category 5's gold is the trap answer, so both F1s use the official abstention rule there.
+        "set_f1": official if category == 5 else metrics.set_f1(reply.answer, q.gold),
+        "official_f1": official,
+        "bleu1": metrics.bleu1(reply.answer, q.gold),
+        "evidence_recall": metrics.evidence_recall(q.evidence, reply.turns),
+    }
+
+
+def judge_with(llm: StructuredLLM):
+    return lambda q, answer: judge_locomo(llm, q.text, q.gold, answer)

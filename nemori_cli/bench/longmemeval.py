@@ -1,0 +1,58 @@
+"""LongMemEval as bench units: one isolated memory per question, its sessions in order with their dates."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nemori_cli.bench import metrics
+from nemori_cli.bench.datasets import longmemeval_items
+from nemori_cli.bench.judge import judge_longmemeval
+from nemori_cli.bench.run import Question, Unit
+from nemori_cli.bench.systems import Reply
+from nemori_cli.llm.base import StructuredLLM
+from nemori_cli.prompts.render import when
+
+TYPES = (
+    "single-session-user",
+    "single-session-assistant",
+    "single-session-preference",
+    "temporal-reasoning",
+    "knowledge-update",
+    "multi-session",
+)
+
+
+def units(path: Path, cap: int | None) -> list[Unit]:
+    with path.open("rb") as f:
+        items = longmemeval_items(f, str(path))
+    out = []
+    for item in items[: cap if cap else None]:
+        messages = [m for _, _, session in item.sessions for m in session]
+        question = Question(
+            qid=item.question_id,
+            text=item.question,
+            gold=item.answer,
+            evidence=item.evidence,
+            today=when(item.question_date),  # the answer prompt is told the day the question is asked
+            meta={"question_type": item.question_type, "abstention": item.abstention, "group": item.question_type},
+        )
+        out.append(Unit(item.question_id, messages, [question]))
+    return out
+
+
+def score(q: Question, reply: Reply) -> dict:
+    if q.meta["abstention"]:
+        match = metrics.abstains(reply.answer)
+    elif q.meta["question_type"] == "single-session-preference":
+        match = None  # the gold is a rubric; only a judge can grade it
+    else:
+        match = metrics.contains_answer(reply.answer, q.gold)
+    return {
+        "match": match,
+        "set_f1": metrics.set_f1(reply.answer, q.gold),
+        "evidence_recall": metrics.evidence_recall(q.evidence, reply.turns),
+    }
+
+
+def judge_with(llm: StructuredLLM):
+    return lambda q, answer: judge_longmemeval(llm, q.meta["question_type"], q.meta["abstention"], q.text, q.gold, answer)

@@ -1,0 +1,225 @@
+"""A run's records turned into the figures: scores per question group and overall, and costs, as JSON and Markdown.
+
+Everything is computed from results.jsonl, so a report can be rebuilt at any
+time (`nemori bench report DIR`) and always matches the records beside it.
+Scores are means over questions, shown ×100 as the papers do; a judge's
+accuracy is over the questions it labelled, with the unlabelled counted.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from pathlib import Path
+
+from nemori_cli.store.telemetry import STAGE_ORDER
+
+INGEST_STAGES = tuple(s for s in STAGE_ORDER if s != "answer")
+
+
+def _mean(values) -> float | None:
+    got = [float(v) for v in values if v is not None]
+    return sum(got) / len(got) if got else None
+
+
+def percentile(values, q: float) -> float | None:
+    """Nearest-rank percentile (q in 0..100)."""
+    got = sorted(float(v) for v in values if v is not None)
+    if not got:
+        return None
+    rank = max(1, math.ceil(q / 100 * len(got)))
+    return got[rank - 1]
+
+
+def _score_block(answers: list[dict], score_keys: tuple[str, ...]) -> dict:
+    block: dict = {"questions": len(answers), "failed_answers": sum(bool(a.get("failed")) for a in answers)}
+    for key in score_keys:
+        block[key] = _mean(a.get(key) for a in answers)
+    judged = [a["judge"] for a in answers if a.get("judge") is not None]
+    block["judge"] = sum(judged) / len(judged) if judged else None
+    block["judged"] = len(judged)
+    return block
+
+
+def _costs(builds: list[dict], answers: list[dict]) -> dict:
+    stages: dict[str, dict] = {}
+    for build in builds:
+        for row in build.get("stages", []):
+            if row["stage"] == "answer":
+                continue
+            into = stages.setdefault(row["stage"], {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0, "fallbacks": 0})
+            for key in into:
+                into[key] += row.get(key) or 0
+    storage: dict[str, float] = defaultdict(float)
+    for build in builds:
+        for key, value in build.get("storage", {}).items():
+            storage[key] += value
+    return {
+        "memories_built": len(builds),
+        "ingest_seconds": round(sum(b["seconds"] for b in builds), 1),
+        "resumed_builds": sum(bool(b.get("resumed")) for b in builds),
+        "llm_calls": sum(s["calls"] for s in stages.values()),
+        "prompt_tokens": sum(s["prompt_tokens"] for s in stages.values()),
+        "completion_tokens": sum(s["completion_tokens"] for s in stages.values()),
+        "fallbacks": sum(s["fallbacks"] for s in stages.values()),
+        "stages": {k: stages[k] for k in sorted(stages, key=lambda s: (INGEST_STAGES.index(s) if s in INGEST_STAGES else 99, s))},
+        "storage": dict(storage),
+        "db_bytes": sum(b.get("db_bytes", 0) for b in builds),
+        "context_tokens_mean": _mean(a.get("context_tokens") for a in answers),
+        "context_tokens_p50": percentile((a.get("context_tokens") for a in answers), 50),
+        "search_ms_p50": percentile((a.get("search_ms") for a in answers), 50),
+        "search_ms_p95": percentile((a.get("search_ms") for a in answers), 95),
+        "answer_ms_p50": percentile((a.get("answer_ms") for a in answers), 50),
+        "answer_ms_p95": percentile((a.get("answer_ms") for a in answers), 95),
+        "notes": sorted({a["note"] for a in answers if a.get("note")})[:5],
+    }
+
+
+def build(records: list[dict], config: dict, *, benchmark: str, groups: tuple[str, ...], score_keys: tuple[str, ...]) -> dict:
+    """The report as a dict: per system, scores by group and overall, and costs."""
+    answers = [r for r in records if r.get("kind") == "answer" and r.get("benchmark") == benchmark]
+    builds = [r for r in records if r.get("kind") == "build" and r.get("benchmark") == benchmark]
+    order = list(dict.fromkeys(config.get("systems", []) + [a["system"] for a in answers]))
+    systems = {}
+    for name in order:
+        mine = [a for a in answers if a["system"] == name]
+        if not mine:
+            continue
+        keys = {(a["unit"], a.get("build_key")) for a in mine}
+        my_builds = [b for b in builds if (b["unit"], b["build_key"]) in keys]
+        by_group = {g: _score_block([a for a in mine if a.get("group") == g], score_keys) for g in groups}
+        others = sorted({a.get("group") for a in mine} - set(groups), key=str)
+        by_group.update({str(g): _score_block([a for a in mine if a.get("group") == g], score_keys) for g in others})
+        systems[name] = {
+            "description": config.get("system_descriptions", {}).get(name, ""),
+            "groups": {g: b for g, b in by_group.items() if b["questions"]},
+            "overall": _score_block(mine, score_keys),
+            "costs": _costs(my_builds, mine),
+        }
+        if benchmark == "longmemeval":
+            systems[name]["overall"].update(_longmemeval_extra(mine, groups))
+    return {"benchmark": benchmark, "config": config, "systems": systems}
+
+
+def _longmemeval_extra(answers: list[dict], types: tuple[str, ...]) -> dict:
+    """Task-averaged accuracy (each type weighs the same) and abstention, by the judge and by the lexical match."""
+    out = {}
+    for key in ("judge", "match"):
+        per_type = [_mean(a.get(key) for a in answers if a.get("question_type") == t) for t in types]
+        per_type = [v for v in per_type if v is not None]
+        out[f"{key}_task_averaged"] = sum(per_type) / len(per_type) if per_type else None
+        out[f"{key}_abstention"] = _mean(a.get(key) for a in answers if a.get("abstention"))
+    out["abstention_questions"] = sum(bool(a.get("abstention")) for a in answers)
+    return out
+
+
+# -- Markdown ----------------------------------------------------------------
+
+
+def _pct(value) -> str:
+    return "–" if value is None else f"{100 * value:.1f}"
+
+
+def _num(value, digits: int = 0) -> str:
+    if value is None:
+        return "–"
+    return f"{value:,.{digits}f}"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *("| " + " | ".join(r) + " |" for r in rows)]
+
+
+def markdown(report: dict, *, groups: tuple[str, ...], score_keys: tuple[str, ...], title: str) -> str:
+    config, systems = report["config"], report["systems"]
+    lines = [f"# {title}", ""]
+    lines.append(
+        f"Model `{config.get('model', {}).get('name')}`, embedder `{config.get('embedder', {}).get('name')}`, "
+        f"judge `{(config.get('judge') or {}).get('name', 'none')}`; data `{config.get('data', {}).get('file')}` "
+        f"(sha256 {str(config.get('data', {}).get('sha256', ''))[:12]}…); {config.get('scope', '')}. "
+        "Scores are ×100; the judge column counts only questions the judge labelled."
+    )
+    lines.append("")
+    present = [g for g in groups if any(g in s["groups"] for s in systems.values())]
+    main_key = score_keys[0]
+    lines.append(f"## Scores ({main_key} by question group, then overall)")
+    lines.append("")
+    header = ["system", *present, "n", *score_keys, "judge (labelled)", "failed"]
+    rows = []
+    for name, s in systems.items():
+        o = s["overall"]
+        rows.append(
+            [
+                f"`{name}`",
+                *[_pct(s["groups"].get(g, {}).get(main_key)) for g in present],
+                str(o["questions"]),
+                *[_pct(o.get(k)) for k in score_keys],
+                f"{_pct(o['judge'])} ({o['judged']})",
+                str(o["failed_answers"]),
+            ]
+        )
+    lines += _table(header, rows)
+    if report["benchmark"] == "longmemeval":
+        lines += ["", "Task-averaged and abstention accuracy:", ""]
+        lines += _table(
+            ["system", "judge task-avg", "judge abstention", "match task-avg", "match abstention", "abstention questions"],
+            [
+                [f"`{n}`", _pct(s["overall"].get("judge_task_averaged")), _pct(s["overall"].get("judge_abstention")),
+                 _pct(s["overall"].get("match_task_averaged")), _pct(s["overall"].get("match_abstention")), str(s["overall"].get("abstention_questions"))]
+                for n, s in systems.items()
+            ],
+        )
+        if any(s["groups"].get(g, {}).get("judge") is not None for s in systems.values() for g in present):
+            lines += ["", "Judge accuracy by question type:", ""]
+            lines += _table(["system", *present], [[f"`{n}`", *[_pct(s["groups"].get(g, {}).get("judge")) for g in present]] for n, s in systems.items()])
+    lines += ["", "## Costs", ""]
+    rows = []
+    for name, s in systems.items():
+        c = s["costs"]
+        rows.append(
+            [
+                f"`{name}`",
+                _num(c["ingest_seconds"], 1),
+                _num(c["llm_calls"]),
+                _num(c["prompt_tokens"]),
+                _num(c["completion_tokens"]),
+                _num(c["fallbacks"]),
+                _num(c["storage"].get("entries")),
+                _num(c["storage"].get("tokens")),
+                _num(c["db_bytes"] / 1024, 0),
+                _num(c["context_tokens_mean"]),
+                f"{_num(c['search_ms_p50'], 1)} / {_num(c['search_ms_p95'], 1)}",
+                f"{_num(c['answer_ms_p50'])} / {_num(c['answer_ms_p95'])}",
+            ]
+        )
+    lines += _table(
+        ["system", "ingest s", "LLM calls", "tokens in", "tokens out", "fallbacks", "entries", "stored tokens", "db KiB",
+         "context tokens (mean)", "search ms p50 / p95", "answer ms p50 / p95"],
+        rows,
+    )
+    stage_names = [st for st in INGEST_STAGES if any(st in s["costs"]["stages"] for s in systems.values())]
+    if stage_names:
+        lines += ["", "Ingest LLM cost by stage (seconds; calls; tokens in + out):", ""]
+        rows = []
+        for name, s in systems.items():
+            stages = s["costs"]["stages"]
+            rows.append(
+                [f"`{name}`"]
+                + [
+                    f"{stages[st]['seconds']:.1f}; {stages[st]['calls']}; {stages[st]['prompt_tokens']:,} + {stages[st]['completion_tokens']:,}"
+                    if st in stages else "–"
+                    for st in stage_names
+                ]
+            )
+        lines += _table(["system", *stage_names], rows)
+    notes = [(n, note) for n, s in systems.items() for note in s["costs"]["notes"]]
+    if notes:
+        lines += ["", "Notes:", ""] + [f"- `{n}`: {note}" for n, note in notes]
+    lines += ["", "Systems:", ""] + [f"- `{n}`: {s['description']}" for n, s in systems.items()]
+    return "\n".join(lines) + "\n"
+
+
+def write(out: Path, report: dict, text: str) -> None:
+    (out / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True, default=str) + "\n")
+    (out / "report.md").write_text(text)

@@ -1,0 +1,182 @@
+"""Running a benchmark: for each conversation and system, build a fresh memory, then answer its questions.
+
+The work is cut into units that are recorded as they finish (results.py):
+a built memory (with what building it cost) and an answered question (with
+its scores). Rerunning the same command skips every recorded unit; a Nemori
+memory whose build was interrupted resumes from its own pending messages.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nemori_cli.bench.results import ResultLog
+from nemori_cli.bench.systems import Reply, Shared, System
+from nemori_cli.domain import IncomingMessage
+from nemori_cli.store import telemetry
+from nemori_cli.store.db import Database
+
+USER = "bench"
+
+
+@dataclass(frozen=True)
+class Question:
+    qid: str
+    text: str
+    gold: str
+    evidence: tuple[str, ...]  # source ids of the turns that hold the answer
+    today: str | None = None  # the date the question is asked on, when the benchmark gives one
+    meta: dict = field(default_factory=dict)  # category, question type, abstention...
+
+
+@dataclass
+class Unit:
+    """One conversation to remember and the questions asked about it."""
+
+    key: str
+    messages: list[IncomingMessage]
+    questions: list[Question]
+
+
+Scorer = Callable[[Question, Reply], dict]
+Judge = Callable[[Question, str], "bool | None"]
+
+
+class Progress:
+    """A rich bar with ETA on stderr, or nothing."""
+
+    def __init__(self, enabled: bool):
+        self.bar = None
+        if enabled:
+            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+            from rich.progress import Progress as RichProgress
+
+            from nemori_cli.cli.render import console
+
+            self.bar = RichProgress(
+                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                TextColumn("eta"), TimeRemainingColumn(), console=console(stderr=True),
+            )
+            self.bar.start()
+            self.overall = self.bar.add_task("all questions", total=0)
+            self.task = self.bar.add_task("", total=None)
+
+    def set_total(self, questions: int) -> None:
+        if self.bar:
+            self.bar.update(self.overall, total=questions)
+
+    def step(self, description: str, total: int | None) -> Callable[[int, int], None] | None:
+        if not self.bar:
+            return None
+        self.bar.reset(self.task, description=description, total=total, completed=0)
+
+        def update(done: int, of: int) -> None:
+            self.bar.update(self.task, completed=done, total=of)
+
+        return update
+
+    def question_done(self) -> None:
+        if self.bar:
+            self.bar.advance(self.overall)
+
+    def close(self) -> None:
+        if self.bar:
+            self.bar.stop()
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name) or "_"
+
+
+def _file_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
+
+
+def _remove_db(path: Path) -> None:
+    for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        if p.exists():
+            p.unlink()
+
+
+class BenchRunner:
+    def __init__(self, benchmark: str, log: ResultLog, shared: Shared, systems: list[System], scorer: Scorer, judge: Judge | None, progress: Progress):
+        self.benchmark, self.log, self.shared = benchmark, log, shared
+        self.systems, self.scorer, self.judge, self.progress = systems, scorer, judge, progress
+
+    def run(self, units: list[Unit]) -> None:
+        self.progress.set_total(sum(len(u.questions) for u in units) * len(self.systems))
+        for unit in units:
+            open_dbs: dict[str, Database] = {}
+            try:
+                for system in self.systems:
+                    db = open_dbs.get(system.build_key)
+                    if db is None:
+                        db = open_dbs[system.build_key] = self._built(unit, system)
+                    self._answer_all(unit, system, db)
+            finally:
+                for db in open_dbs.values():
+                    db.close()
+
+    def db_path(self, unit: Unit, system: System) -> Path:
+        return self.log.out / "memories" / _safe(unit.key) / f"{_safe(system.build_key)}.db"
+
+    def _built(self, unit: Unit, system: System) -> Database:
+        path = self.db_path(unit, system)
+        where = {"kind": "build", "benchmark": self.benchmark, "unit": unit.key, "build_key": system.build_key}
+        if self.log.find(**where) and path.exists():
+            return Database(path)
+        resumed = path.exists() and getattr(system, "resumable", False)
+        if path.exists() and not resumed:
+            _remove_db(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        db = Database(path)
+        started = time.perf_counter()
+        system.build(db, USER, unit.messages, self.shared, self.progress.step(f"{unit.key} {system.build_key}: memory", len(unit.messages)))
+        seconds = time.perf_counter() - started
+        storage = system.storage(db, USER, self.shared)
+        db.checkpoint()
+        self.log.append(
+            {
+                **where,
+                "system": system.name,
+                "messages": len(unit.messages),
+                "seconds": round(seconds, 2),
+                "resumed": resumed,
+                "stages": telemetry.stage_stats(db, USER),
+                "storage": {"entries": storage.entries, "characters": storage.characters, "tokens": storage.tokens, **storage.detail},
+                "db_bytes": _file_bytes(path),
+            }
+        )
+        return db
+
+    def _answer_all(self, unit: Unit, system: System, db: Database) -> None:
+        update = self.progress.step(f"{unit.key} {system.name}: questions", len(unit.questions))
+        for n, q in enumerate(unit.questions, start=1):
+            where = {"kind": "answer", "benchmark": self.benchmark, "unit": unit.key, "system": system.name, "qid": q.qid}
+            if self.log.find(**where) is None:
+                reply = system.answer(db, USER, q.text, q.today, self.shared)
+                record = {
+                    **where,
+                    "build_key": system.build_key,
+                    **q.meta,
+                    "question": q.text,
+                    "gold": q.gold,
+                    "answer": reply.answer,
+                    "failed": reply.failed,
+                    "memories": reply.memories,
+                    "context_tokens": reply.prompt_tokens,
+                    "completion_tokens": reply.completion_tokens,
+                    "search_ms": round(reply.search_ms, 2),
+                    "answer_ms": round(reply.answer_ms, 1),
+                    "note": reply.note,
+                    **self.scorer(q, reply),
+                }
+                record["judge"] = self.judge(q, reply.answer) if self.judge else None
+                self.log.append(record)
+            self.progress.question_done()
+            if update:
+                update(n, len(unit.questions))

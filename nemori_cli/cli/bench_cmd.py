@@ -1,0 +1,253 @@
+"""`nemori bench locomo|longmemeval|report|systems`: systems side by side on the field's benchmarks."""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+import subprocess
+from dataclasses import replace
+from importlib import metadata
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from nemori_cli.cli import options as opt
+from nemori_cli.cli.render import console, print_json
+from nemori_cli.errors import InputError
+
+bench_app = typer.Typer(help="Benchmarks: LoCoMo and LongMemEval, systems side by side, scores and costs.", no_args_is_help=True)
+
+Systems = Annotated[str, typer.Option("--systems", help="Comma-separated systems or groups (see `nemori bench systems`).")]
+Questions = Annotated[Optional[int], typer.Option("--questions", min=1, help="At most this many questions (per LoCoMo sample).", show_default=False)]
+JudgeModel = Annotated[Optional[str], typer.Option("--judge-model", help="LLM preset that grades answers (default: no judge).", show_default=False)]
+Out = Annotated[Optional[Path], typer.Option("--out", help="Output folder; rerunning into it resumes (default bench-results/BENCHMARK-MODEL).", show_default=False)]
+
+LOCOMO_SCORES = ("set_f1", "official_f1", "bleu1", "evidence_recall")
+LONGMEMEVAL_SCORES = ("match", "set_f1", "evidence_recall")
+# What a folder's earlier run must share with this one to be resumed (systems, samples and caps may differ).
+IDENTITY = ("benchmark", "data", "model", "judge", "embedder", "scope_key")
+VERSIONED = ("llama_cpp_python", "sentence-transformers", "torch", "sqlite-vec", "apsw", "pydantic", "nltk")
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _commit() -> str | None:
+    try:
+        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=5)
+        return done.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _versions() -> dict:
+    from nemori_cli import __version__
+
+    out = {"nemori": __version__, "python": platform.python_version(), "machine": f"{platform.machine()}, {platform.system()}"}
+    for name in VERSIONED:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def _model_info(preset) -> dict:
+    return {
+        "name": preset.name, "kind": preset.kind, "sha256": preset.sha256, "path": preset.path, "n_ctx": preset.n_ctx,
+        "base_url": preset.base_url, "model": preset.model,
+    }
+
+
+def _setup(settings, judge_model: str | None, file: Path, benchmark: str, systems_arg: str, scope: str, scope_key: dict, out: Path):
+    """The shared models, the chosen systems and the run's configuration.
+
+    Everything that can be refused (a missing file, an unknown system or
+    preset, a folder holding another configuration) is refused before any
+    model is loaded or anything is written.
+    """
+    from nemori_cli import deps
+    from nemori_cli.bench import systems as registry
+    from nemori_cli.bench.results import check_resumable
+    from nemori_cli.bench.systems import Shared
+    from nemori_cli.config import load_presets, resolve_embedder
+
+    if not file.is_file():
+        raise InputError(f"{file}: no such file")
+    chosen = registry.resolve(systems_arg)
+    llm_preset = deps.llm_preset(settings)
+    judge_settings = replace(settings, model=judge_model) if judge_model else None
+    judge_preset = deps.llm_preset(judge_settings) if judge_settings else None
+    emb_preset = resolve_embedder(load_presets(), settings.embedder)
+    config = {
+        "benchmark": benchmark,
+        "data": {"file": file.name, "sha256": _sha256(file)},
+        "model": _model_info(llm_preset),
+        "judge": _model_info(judge_preset) if judge_preset else None,
+        "embedder": {"name": emb_preset.name, "model_name": emb_preset.model_name, "dimensions": emb_preset.dimensions, "tau": emb_preset.evoke_threshold},
+        "scope": scope,
+        "scope_key": scope_key,
+        "systems": [s.name for s in chosen],
+        "system_descriptions": {n: s.description for n, s in registry.available().items()},
+        "versions": _versions(),
+        "commit": _commit(),
+    }
+    check_resumable(out, config, IDENTITY)
+    llm = deps.build_llm(settings)
+    judge_llm = deps.build_llm(judge_settings) if judge_settings else None
+    embedder = deps.build_embedder(settings)
+    backend = llm.backend
+    count = getattr(backend, "count_tokens", None) or (lambda text: len(text) // 4 + 1)
+    shared = Shared(llm, embedder, deps.semantic_settings(settings), count, getattr(backend, "n_ctx", None) or llm_preset.n_ctx)
+    config["context_window"] = shared.context_window
+    config["token_count"] = "model tokenizer" if getattr(backend, "count_tokens", None) else "characters / 4"
+    return shared, judge_llm, chosen, config
+
+
+def _run(benchmark, out, shared, judge, chosen, config, units, scorer, progress, groups, score_keys, title, json_out):
+    from nemori_cli.bench import report as reporting
+    from nemori_cli.bench.results import ResultLog
+    from nemori_cli.bench.run import BenchRunner, Progress
+
+    log = ResultLog(out, config, identity_keys=IDENTITY)
+    bar = Progress(progress)
+    try:
+        BenchRunner(benchmark, log, shared, chosen, scorer, judge, bar).run(units)
+    except KeyboardInterrupt:
+        bar.close()
+        import sys
+
+        sys.stderr.write(f"nemori: interrupted; finished work is kept in {out}: run the same command to resume\n")
+        raise typer.Exit(130) from None
+    bar.close()
+    report = reporting.build(log.records, config, benchmark=benchmark, groups=groups, score_keys=score_keys)
+    report["dropped_lines"] = log.dropped_lines
+    text = reporting.markdown(report, groups=groups, score_keys=score_keys, title=title)
+    reporting.write(out, report, text)
+    if json_out:
+        print_json(report)
+    else:
+        console().print(text, markup=False, highlight=False, soft_wrap=True)
+        console().print(f"[dim]report: {out / 'report.md'} and {out / 'report.json'}[/dim]")
+
+
+def _default_out(benchmark: str, settings) -> Path:
+    from nemori_cli import deps
+
+    return Path("bench-results") / f"{benchmark}-{deps.llm_preset(settings).name}"
+
+
+@bench_app.command("locomo")
+def locomo_cmd(
+    file: Annotated[Path, typer.Argument(help="A LoCoMo file (e.g. locomo10.json).", show_default=False)],
+    sample: Annotated[Optional[list[str]], typer.Option("--sample", help="Sample id (repeatable; default all).", show_default=False)] = None,
+    sessions: Annotated[Optional[str], typer.Option(help="Sessions to ingest, e.g. 1-5 (default all); only questions whose evidence lies inside are asked.")] = None,
+    questions: Questions = None,
+    systems: Systems = "nemori,full-context,rag",
+    adversarial: Annotated[bool, typer.Option("--adversarial/--no-adversarial", help="Ask category 5 too, scored by the official abstention rule.")] = False,
+    judge_model: JudgeModel = None,
+    out: Out = None,
+    model: opt.Model = None,
+    embedder: opt.EmbedderName = None,
+    progress: opt.ShowProgress = None,
+    json_out: opt.Json = False,
+) -> None:
+    """LoCoMo: per sample and system, a fresh memory of the chosen sessions, then the questions about them."""
+    from nemori_cli.bench import locomo
+    from nemori_cli.cli.ingest import _want_progress
+
+    settings = opt.settings(None, None, model, embedder)
+    session_range = locomo.parse_sessions(sessions)
+    units = locomo.units(file, list(sample or []), session_range, questions, adversarial) if file.is_file() else None
+    scope = f"samples {', '.join(u.key for u in units or [])}; sessions {sessions or 'all'}; " + (
+        "category 5 included" if adversarial else "category 5 excluded"
+    )
+    out = out or _default_out("locomo", settings)
+    shared, judge_llm, chosen, config = _setup(
+        settings, judge_model, file, "locomo", systems, scope, {"sessions": sessions, "adversarial": adversarial}, out
+    )
+    judge = locomo.judge_with(judge_llm) if judge_llm else None
+    groups = tuple(locomo.CATEGORIES.values())
+    _run("locomo", out, shared, judge, chosen, config, units, locomo.score, _want_progress(progress), groups, LOCOMO_SCORES, "LoCoMo", json_out)
+
+
+@bench_app.command("longmemeval")
+def longmemeval_cmd(
+    file: Annotated[Path, typer.Argument(help="A LongMemEval file (oracle, S or M format).", show_default=False)],
+    questions: Questions = None,
+    systems: Systems = "nemori,full-context,rag",
+    judge_model: JudgeModel = None,
+    out: Out = None,
+    model: opt.Model = None,
+    embedder: opt.EmbedderName = None,
+    progress: opt.ShowProgress = None,
+    json_out: opt.Json = False,
+) -> None:
+    """LongMemEval: one isolated memory per question, its sessions in order, the question's date given."""
+    from nemori_cli.bench import longmemeval
+    from nemori_cli.cli.ingest import _want_progress
+
+    settings = opt.settings(None, None, model, embedder)
+    units = longmemeval.units(file, questions) if file.is_file() else None
+    scope = f"{len(units or [])} questions, one memory each"
+    out = out or _default_out("longmemeval", settings)
+    shared, judge_llm, chosen, config = _setup(settings, judge_model, file, "longmemeval", systems, scope, {}, out)
+    judge = longmemeval.judge_with(judge_llm) if judge_llm else None
+    _run(
+        "longmemeval", out, shared, judge, chosen, config, units, longmemeval.score, _want_progress(progress),
+        longmemeval.TYPES, LONGMEMEVAL_SCORES, "LongMemEval", json_out,
+    )
+
+
+@bench_app.command("report")
+def report_cmd(
+    folder: Annotated[Path, typer.Argument(help="A bench output folder.", show_default=False)],
+    json_out: opt.Json = False,
+) -> None:
+    """Rebuild report.md and report.json from a run's records (no model needed)."""
+    import json
+
+    from nemori_cli.bench import locomo, longmemeval
+    from nemori_cli.bench import report as reporting
+    from nemori_cli.bench.results import CONFIG, RESULTS
+
+    config_path = folder / CONFIG
+    if not config_path.is_file() or not (folder / RESULTS).is_file():
+        raise InputError(f"{folder}: not a bench output folder (no {CONFIG} and {RESULTS})")
+    config = json.loads(config_path.read_text())
+    records = []
+    for line in (folder / RESULTS).read_text().splitlines():
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            continue
+    benchmark = config.get("benchmark")
+    if benchmark == "locomo":
+        groups, keys, title = tuple(locomo.CATEGORIES.values()), LOCOMO_SCORES, "LoCoMo"
+    else:
+        groups, keys, title = longmemeval.TYPES, LONGMEMEVAL_SCORES, "LongMemEval"
+    report = reporting.build(records, config, benchmark=benchmark, groups=groups, score_keys=keys)
+    text = reporting.markdown(report, groups=groups, score_keys=keys, title=title)
+    reporting.write(folder, report, text)
+    if json_out:
+        print_json(report)
+    else:
+        console().print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+@bench_app.command("systems")
+def systems_cmd(json_out: opt.Json = False) -> None:
+    """List the systems and groups `--systems` accepts."""
+    from nemori_cli.bench import systems as registry
+
+    found, groups = registry.available(), registry.groups()
+    if json_out:
+        print_json({"systems": {n: s.description for n, s in found.items()}, "groups": groups})
+        return
+    out = console()
+    for name, system in found.items():
+        out.print(f"[bold]{name}[/bold]  {system.description}", soft_wrap=True, highlight=False)
+    for name, members in groups.items():
+        out.print(f"[bold]{name}[/bold]  = {', '.join(members)}", highlight=False)

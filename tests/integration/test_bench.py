@@ -1,0 +1,76 @@
+"""`nemori bench` on the real stack: the tiny GGUF, MiniLM, real SQLite files, resumed runs, bad flags."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import SHARED_DATA
+from tests.integration.conftest import run_nemori
+
+pytestmark = pytest.mark.integration
+
+LOCOMO = SHARED_DATA / "locomo" / "locomo-dev.json"
+LONGMEMEVAL = SHARED_DATA / "longmemeval" / "longmemeval-oracle-dev.json"
+
+
+def _needs(path):
+    if not path.is_file():
+        pytest.skip(f"development data not found at {path}")
+
+
+def test_locomo_bench_reports_every_system_and_a_rerun_resumes(tmp_path):
+    _needs(LOCOMO)
+    out = tmp_path / "out"
+    args = ("bench", "locomo", str(LOCOMO), "--sample", "conv-26", "--sessions", "1", "--questions", "2",
+            "--systems", "nemori,full-context,rag-256", "--judge-model", "tiny", "--out", str(out), "--json")
+    first = run_nemori(*args)
+    assert first.returncode == 0, first.stderr.decode()
+    report = json.loads(first.stdout)
+    assert list(report["systems"]) == ["nemori", "full-context", "rag-256"]
+    for name, system in report["systems"].items():
+        overall = system["overall"]
+        assert overall["questions"] == 2 and overall["judged"] + 0 <= 2
+        for key in ("set_f1", "official_f1", "bleu1"):
+            assert 0.0 <= overall[key] <= 1.0
+        assert system["costs"]["db_bytes"] > 0 and system["costs"]["answer_ms_p50"] > 0
+    nemori = report["systems"]["nemori"]["costs"]
+    assert nemori["llm_calls"] > 0 and "narration" in nemori["stages"]
+    assert report["config"]["model"]["sha256"] and report["config"]["data"]["sha256"]
+    assert (out / "report.md").read_text().count("| `") >= 6
+    lines = (out / "results.jsonl").read_text().splitlines()
+    assert len(lines) == 3 + 3 * 2  # three memories built, two answers per system
+
+    again = run_nemori(*args)
+    assert again.returncode == 0, again.stderr.decode()
+    assert (out / "results.jsonl").read_text().splitlines() == lines  # nothing redone
+    assert json.loads(again.stdout)["systems"] == report["systems"]
+
+    other = run_nemori(*[a if a != "tiny" else "small" for a in args])
+    assert other.returncode == 2
+    assert "another judge" in other.stderr.decode() and len(other.stderr.decode().splitlines()) == 1
+
+
+def test_longmemeval_bench_gives_each_question_its_own_memory(tmp_path):
+    _needs(LONGMEMEVAL)
+    out = tmp_path / "lme"
+    proc = run_nemori("bench", "longmemeval", str(LONGMEMEVAL), "--questions", "2", "--systems", "full-context,rag-256",
+                      "--out", str(out), "--json")
+    assert proc.returncode == 0, proc.stderr.decode()
+    report = json.loads(proc.stdout)
+    full = report["systems"]["full-context"]
+    assert full["overall"]["questions"] == 2 and "knowledge-update" in full["groups"]
+    assert full["overall"]["evidence_recall"] == 1.0 or full["costs"]["notes"]  # all kept, or the cut is reported
+    assert len(list((out / "memories").iterdir())) == 2
+
+
+def test_bench_refuses_bad_flags_with_one_line(tmp_path):
+    _needs(LOCOMO)
+    unknown = run_nemori("bench", "locomo", str(LOCOMO), "--systems", "nemori,magic", "--out", str(tmp_path / "x"))
+    assert unknown.returncode == 2 and "unknown system 'magic'" in unknown.stderr.decode()
+    missing = run_nemori("bench", "locomo", str(tmp_path / "nope.json"), "--out", str(tmp_path / "x"))
+    assert missing.returncode == 2 and "no such file" in missing.stderr.decode()
+    sessions = run_nemori("bench", "locomo", str(LOCOMO), "--sessions", "5-1", "--out", str(tmp_path / "x"))
+    assert sessions.returncode == 2 and "--sessions" in sessions.stderr.decode()
+    assert not (tmp_path / "x").exists()  # nothing written for a run that cannot start

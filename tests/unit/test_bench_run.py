@@ -1,0 +1,250 @@
+"""The benchmark runner with fake models: systems, scores, resuming, the context cut, chunks, reports, judges."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from nemori_cli.bench import locomo, longmemeval, report
+from nemori_cli.bench import systems as registry
+from nemori_cli.bench.baselines import FullContextSystem, RagSystem
+from nemori_cli.bench.judge import judge_locomo, judge_longmemeval
+from nemori_cli.bench.results import ResultLog
+from nemori_cli.bench.run import USER, BenchRunner, Progress
+from nemori_cli.bench.systems import Shared
+from nemori_cli.errors import ConfigError
+from nemori_cli.llm.base import StructuredLLM
+from nemori_cli.llm.fake import FakeBackend
+from nemori_cli.pipeline.semantic import SemanticSettings
+from nemori_cli.store.db import Database
+from tests.unit.fakeworld import World
+
+SAMPLE = {
+    "sample_id": "s1",
+    "conversation": {
+        "speaker_a": "Ann",
+        "speaker_b": "Bob",
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [
+            {"speaker": "Ann", "dia_id": "D1:1", "text": "I flew to Paris yesterday for the art fair."},
+            {"speaker": "Bob", "dia_id": "D1:2", "text": "Paris in spring, lovely. Did you see the Louvre?"},
+            {"speaker": "Ann", "dia_id": "D1:3", "text": "Yes, the Louvre was packed but worth it."},
+            {"speaker": "Bob", "dia_id": "D1:4", "text": "Send me photos of the paintings."},
+        ],
+        "session_2_date_time": "10:00 am on 20 May, 2023",
+        "session_2": [
+            {"speaker": "Bob", "dia_id": "D2:1", "text": "We adopted a kitten this week."},
+            {"speaker": "Ann", "dia_id": "D2:2", "text": "What did you call the kitten?"},
+            {"speaker": "Bob", "dia_id": "D2:3", "text": "Her name is Luna, she is grey."},
+            {"speaker": "Ann", "dia_id": "D2:4", "text": "Luna is a lovely name for a cat."},
+        ],
+    },
+    "qa": [
+        {"question": "Where did Ann travel for the art fair?", "answer": "Paris", "evidence": ["D1:1"], "category": 4},
+        {"question": "What is the name of Bob's cat?", "answer": "Luna", "evidence": ["D2:3"], "category": 4},
+        {"question": "When did Ann fly to Paris?", "answer": "7 May 2023", "evidence": ["D1:1"], "category": 2},
+        {"question": "What did Ann paint?", "adversarial_answer": "a cat", "evidence": ["D1:4"], "category": 5},
+    ],
+}
+
+
+def answer_like_a_reader(messages, schema):
+    question = messages[-1]["content"].rsplit("Question: ", 1)[1]
+    if "travel" in question:
+        return {"answer": "Paris", "sources": []}
+    if "cat" in question:
+        return {"answer": "Her name is Luna", "sources": []}
+    return {"answer": "I do not know", "sources": []}
+
+
+@pytest.fixture
+def locomo_path(tmp_path):
+    path = tmp_path / "mini_locomo.json"
+    path.write_text(json.dumps([SAMPLE]))
+    return path
+
+
+@pytest.fixture
+def shared(backend, embedder):
+    World(backend, Answer=answer_like_a_reader)
+    return Shared(StructuredLLM(backend), embedder, SemanticSettings(), lambda text: len(text.split()), 4096)
+
+
+CONFIG = {"benchmark": "locomo", "model": {"name": "fake"}, "data": {"sha256": "x"}, "systems": []}
+IDENTITY = ("benchmark", "model", "data")
+
+
+def run_locomo(out, shared, path, names, judge=None, config=CONFIG):
+    log = ResultLog(out, config, identity_keys=IDENTITY)
+    units = locomo.units(path, [], None, None, adversarial=False)
+    BenchRunner("locomo", log, shared, registry.resolve(names), locomo.score, judge, Progress(False)).run(units)
+    return log
+
+
+def test_each_memory_is_built_once_and_every_system_answers_every_question(tmp_path, shared, locomo_path):
+    log = run_locomo(tmp_path / "out", shared, locomo_path, "nemori,nemori-no-episodic,full-context,rag-256")
+    builds = log.of_kind("build")
+    # nemori and nemori-no-episodic differ only in retrieval: one memory serves both.
+    assert sorted(b["build_key"] for b in builds) == sorted(["nemori-native-prediction-int-narrative", "raw-messages", "rag-256"])
+    answers = log.of_kind("answer")
+    assert len(answers) == 4 * 3  # category 5 is left out by default
+    for a in answers:
+        if a["qid"] == "0":
+            assert a["answer"] == "Paris" and a["set_f1"] == 1.0 and a["official_f1"] == 1.0
+        if a["qid"] == "1":
+            assert a["set_f1"] == pytest.approx(2 * (1 / 4) * 1 / (1 / 4 + 1))  # "her name is luna" vs "luna"
+    full = [a for a in answers if a["system"] == "full-context"]
+    assert all(a["evidence_recall"] == 1.0 for a in full)  # nothing had to be cut
+    nemori_build = next(b for b in builds if b["build_key"].startswith("nemori"))
+    assert nemori_build["storage"]["episodes"] >= 2 and nemori_build["db_bytes"] > 0
+    assert {s["stage"] for s in nemori_build["stages"]} >= {"narration"}
+
+
+def test_a_rerun_resumes_without_calling_any_model(tmp_path, shared, locomo_path, backend):
+    run_locomo(tmp_path / "out", shared, locomo_path, "nemori,full-context")
+    calls = len(backend.history)
+    log = run_locomo(tmp_path / "out", shared, locomo_path, "nemori,full-context")
+    assert len(backend.history) == calls
+    assert len(log.of_kind("answer")) == 6 and len(log.of_kind("build")) == 2
+
+
+def test_a_half_written_last_line_is_dropped_and_that_question_redone(tmp_path, shared, locomo_path, backend):
+    out = tmp_path / "out"
+    run_locomo(out, shared, locomo_path, "full-context")
+    lines = (out / "results.jsonl").read_text().splitlines()
+    (out / "results.jsonl").write_text("\n".join(lines[:-1]) + "\n" + lines[-1][: len(lines[-1]) // 2])
+    calls = len(backend.history)
+    log = run_locomo(out, shared, locomo_path, "full-context")
+    assert log.dropped_lines == 1
+    assert len(backend.history) == calls + 1  # exactly the lost answer, asked again
+    assert len(log.of_kind("answer")) == 3
+
+
+def test_a_folder_from_another_model_is_refused(tmp_path, shared, locomo_path):
+    run_locomo(tmp_path / "out", shared, locomo_path, "full-context")
+    other = {**CONFIG, "model": {"name": "base"}}
+    with pytest.raises(ConfigError, match="another model"):
+        ResultLog(tmp_path / "out", other, identity_keys=IDENTITY)
+
+
+def test_a_judge_labels_every_answer(tmp_path, shared, locomo_path, backend):
+    judge_llm = StructuredLLM(FakeBackend(default={"reason": "same place", "label": "CORRECT"}))
+    log = run_locomo(tmp_path / "out", shared, locomo_path, "full-context", judge=locomo.judge_with(judge_llm))
+    assert [a["judge"] for a in log.of_kind("answer")] == [True, True, True]
+
+
+def test_full_context_leaves_out_the_oldest_messages_to_fit_the_window(tmp_path, shared, locomo_path):
+    log = run_locomo(tmp_path / "out", shared, locomo_path, "full-context")
+    db = Database(tmp_path / "out" / "memories" / "s1" / "raw-messages.db")
+    try:
+        small = replace(shared, context_window=330)
+        reply = FullContextSystem().answer(db, USER, "Where did Ann travel for the art fair?", None, small)
+    finally:
+        db.close()
+    assert reply.note.startswith("left out the oldest") and reply.note.endswith("of 8 messages to fit 330 tokens")
+    assert "D1:1" not in reply.turns and "D2:4" in reply.turns  # the newest are kept
+    assert reply.prompt_tokens <= 330
+    assert log.of_kind("answer")
+
+
+def test_rag_chunks_hold_whole_messages_up_to_their_size_and_answer_from_top_k(tmp_path, shared, locomo_path):
+    system = RagSystem(30, 2)
+    db = Database(tmp_path / "rag.db")
+    try:
+        units = locomo.units(locomo_path, [], None, None, adversarial=False)
+        system.build(db, USER, units[0].messages, shared, None)
+        chunks = db.query("SELECT narrative FROM episodes WHERE boundary = 'chunk' ORDER BY id")
+        assert len(chunks) >= 3
+        assert all(len(c["narrative"].split()) <= 30 or "\n" not in c["narrative"] for c in chunks)
+        reply = system.answer(db, USER, "What is the name of Bob's cat Luna?", None, shared)
+        assert reply.memories == 2 and "D2:3" in reply.turns
+    finally:
+        db.close()
+
+
+def test_system_names_groups_and_unknown_names():
+    assert [s.name for s in registry.resolve("rag,nemori,rag-256")] == ["rag-4096", "rag-256", "nemori"]
+    assert "nemori-naive-rag" in registry.available() and "nemori-summary" in registry.available()
+    with pytest.raises(ConfigError, match="unknown system 'bogus'"):
+        registry.resolve("nemori,bogus")
+
+
+def test_report_scores_by_category_and_costs(tmp_path, shared, locomo_path):
+    log = run_locomo(tmp_path / "out", shared, locomo_path, "nemori,full-context")
+    keys = ("set_f1", "official_f1", "bleu1", "evidence_recall")
+    groups = tuple(locomo.CATEGORIES.values())
+    built = report.build(log.records, {**CONFIG, "systems": ["nemori", "full-context"]}, benchmark="locomo", groups=groups, score_keys=keys)
+    full = built["systems"]["full-context"]
+    assert full["groups"]["single-hop"]["questions"] == 2 and full["groups"]["temporal"]["questions"] == 1
+    assert full["overall"]["set_f1"] == pytest.approx((1.0 + 0.4 + 0.0) / 3)
+    assert built["systems"]["nemori"]["costs"]["llm_calls"] > 0 and full["costs"]["llm_calls"] == 0
+    text = report.markdown(built, groups=groups, score_keys=keys, title="LoCoMo")
+    assert "| `nemori` |" in text and "| `full-context` |" in text and "single-hop" in text
+
+
+def test_percentiles_are_nearest_rank():
+    values = list(range(1, 11))
+    assert report.percentile(values, 50) == 5 and report.percentile(values, 95) == 10 and report.percentile([], 50) is None
+
+
+LME = [
+    {
+        "question_id": "q1",
+        "question_type": "single-session-user",
+        "question": "What is the name of my cat?",
+        "answer": "Luna",
+        "question_date": "2023/06/01 (Thu) 10:00",
+        "haystack_dates": ["2023/05/20 (Sat) 09:00"],
+        "haystack_session_ids": ["sess_a"],
+        "haystack_sessions": [
+            [
+                {"role": "user", "content": "My cat Luna knocked over a plant."},
+                {"role": "assistant", "content": "Cats love plants; try a spray."},
+                {"role": "user", "content": "Luna is my first cat.", "has_answer": True},
+            ]
+        ],
+        "answer_session_ids": ["sess_a"],
+    },
+    {
+        "question_id": "q2_abs",
+        "question_type": "single-session-user",
+        "question": "What is the name of my hamster?",
+        "answer": "You did not mention a hamster.",
+        "question_date": "2023/06/01 (Thu) 10:00",
+        "haystack_dates": ["2023/05/20 (Sat) 09:00"],
+        "haystack_session_ids": ["sess_b"],
+        "haystack_sessions": [[{"role": "user", "content": "My cat Luna is grey."}, {"role": "assistant", "content": "Nice."}]],
+        "answer_session_ids": ["sess_b"],
+    },
+]
+
+
+def test_longmemeval_gives_each_question_its_own_memory_and_its_date(tmp_path, shared, backend):
+    path = tmp_path / "lme.json"
+    path.write_text(json.dumps(LME))
+    units = longmemeval.units(path, None)
+    assert [u.key for u in units] == ["q1", "q2_abs"] and units[0].questions[0].evidence == ("sess_a:2",)
+    log = ResultLog(tmp_path / "out", {**CONFIG, "benchmark": "longmemeval"}, identity_keys=IDENTITY)
+    BenchRunner("longmemeval", log, shared, registry.resolve("full-context"), longmemeval.score, None, Progress(False)).run(units)
+    answers = {a["qid"]: a for a in log.of_kind("answer")}
+    assert answers["q1"]["match"] is True and answers["q1"]["evidence_recall"] == 1.0
+    assert answers["q2_abs"]["match"] is True  # "I do not know" abstains
+    assert (tmp_path / "out" / "memories" / "q1").is_dir() and (tmp_path / "out" / "memories" / "q2_abs").is_dir()
+    prompts = backend.prompts_for("Answer")
+    assert all("Today is 1 June 2023 10:00." in p[-1]["content"] for p in prompts)
+    built = report.build(log.records, {"systems": []}, benchmark="longmemeval", groups=longmemeval.TYPES, score_keys=("match",))
+    overall = built["systems"]["full-context"]["overall"]
+    assert overall["match_task_averaged"] == 1.0 and overall["match_abstention"] == 1.0 and overall["abstention_questions"] == 1
+
+
+def test_judges_read_bad_answers_leniently_or_not_at_all():
+    strict = StructuredLLM(FakeBackend(default={"reason": "same", "label": "WRONG"}))
+    assert judge_locomo(strict, "q", "gold", "pred") is False
+    sloppy = StructuredLLM(FakeBackend(default="The answer is CORRECT."))
+    assert judge_locomo(sloppy, "q", "gold", "pred") is True
+    confused = StructuredLLM(FakeBackend(default="maybe"))
+    assert judge_locomo(confused, "q", "gold", "pred") is None
+    assert judge_longmemeval(StructuredLLM(FakeBackend(default="Yes.")), "temporal-reasoning", False, "q", "g", "p") is True
+    assert judge_longmemeval(StructuredLLM(FakeBackend(default={"answer": "no"})), "knowledge-update", False, "q", "g", "p") is False

@@ -7,7 +7,7 @@ NEMORI := $(VENV)/bin/nemori
 STAMP  := $(VENV)/.installed
 DEMO_DB ?= .nemori-demo/demo.db
 
-.PHONY: install demo test unit integration bench-search clean
+.PHONY: install demo test unit integration bench-search bench-locomo bench-longmemeval clean
 
 install: $(STAMP)
 
@@ -38,6 +38,16 @@ integration: install
 
 bench-search: install
 	$(PY) scripts/bench_search.py --sizes 1000,10000 --queries 200 --out docs/SEARCH_LATENCY.md
+
+# The figures of docs/BENCHMARKS.md (MODEL=base for the larger model).
+MODEL ?= small
+bench-locomo: install
+	$(NEMORI) bench locomo ../shared/data/locomo/locomo-dev.json --sample conv-26 --sessions 1-5 \
+		--systems nemori,full-context,rag --model $(MODEL) --out bench-results/locomo-conv26-1-5-$(MODEL) --progress
+
+bench-longmemeval: install
+	$(NEMORI) bench longmemeval ../shared/data/longmemeval/longmemeval-oracle-dev.json \
+		--systems nemori,full-context,rag --model $(MODEL) --out bench-results/longmemeval-dev-$(MODEL) --progress
 
 clean:
 	rm -rf $(VENV) .nemori-demo .pytest_cache

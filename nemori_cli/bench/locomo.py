@@ -7,26 +7,12 @@ from pathlib import Path
 from nemori_cli.bench import metrics
 from nemori_cli.bench.datasets import locomo_questions
 from nemori_cli.bench.judge import judge_locomo
-from nemori_cli.bench.run import Question, Unit
+from nemori_cli.bench.run import Judge, Question, Unit
 from nemori_cli.bench.systems import Reply
-from nemori_cli.errors import ConfigError, InputError
 from nemori_cli.llm.base import StructuredLLM
-from nemori_cli.pipeline.readers import load_locomo_samples, read_locomo
+from nemori_cli.pipeline.readers import in_sessions, load_locomo_samples, read_locomo
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
-
-
-def parse_sessions(value: str | None) -> tuple[int, int] | None:
-    if not value:
-        return None
-    try:
-        first, _, last = value.partition("-")
-        lo, hi = int(first), int(last or first)
-    except ValueError:
-        raise ConfigError(f"--sessions {value!r}: expected N or A-B, e.g. 1-5") from None
-    if lo < 1 or hi < lo:
-        raise ConfigError(f"--sessions {value!r}: expected 1 <= A <= B")
-    return lo, hi
 
 
 def units(path: Path, samples: list[str], sessions: tuple[int, int] | None, cap: int | None, adversarial: bool) -> list[Unit]:
@@ -39,10 +25,7 @@ def units(path: Path, samples: list[str], sessions: tuple[int, int] | None, cap:
         with path.open("rb") as f:
             messages = read_locomo(f, str(path), sample_id=sample_id)
         if sessions:
-            lo, hi = sessions
-            messages = [m for m in messages if m.session is not None and lo <= int(m.session) <= hi]
-            if not messages:
-                raise InputError(f"{path}: sample {sample_id} has no messages in sessions {lo}-{hi}")
+            messages = in_sessions(messages, sessions, f"{path}: sample {sample_id}")
         with path.open("rb") as f:
             found = locomo_questions(f, str(path), sample_id, sessions, include_adversarial=adversarial)
         questions = [
@@ -71,5 +54,5 @@ def score(q: Question, reply: Reply) -> dict:
     }
 
 
-def judge_with(llm: StructuredLLM):
-    return lambda q, answer: judge_locomo(llm, q.text, q.gold, answer)
+def judge_with(llm: StructuredLLM, name: str) -> Judge:
+    return Judge(name, lambda r: judge_locomo(llm, r["question"], r["gold"], r["answer"]))

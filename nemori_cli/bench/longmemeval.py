@@ -7,7 +7,7 @@ from pathlib import Path
 from nemori_cli.bench import metrics
 from nemori_cli.bench.datasets import longmemeval_items
 from nemori_cli.bench.judge import judge_longmemeval
-from nemori_cli.bench.run import Question, Unit
+from nemori_cli.bench.run import Judge, Question, Unit
 from nemori_cli.bench.systems import Reply
 from nemori_cli.llm.base import StructuredLLM
 from nemori_cli.prompts.render import when
@@ -54,5 +54,5 @@ def score(q: Question, reply: Reply) -> dict:
     }
 
 
-def judge_with(llm: StructuredLLM):
-    return lambda q, answer: judge_longmemeval(llm, q.meta["question_type"], q.meta["abstention"], q.text, q.gold, answer)
+def judge_with(llm: StructuredLLM, name: str) -> Judge:
+    return Judge(name, lambda r: judge_longmemeval(llm, r["question_type"], r["abstention"], r["question"], r["gold"], r["answer"]))

@@ -76,9 +76,31 @@ def _costs(builds: list[dict], answers: list[dict]) -> dict:
     }
 
 
+def judge_of(records: list[dict], config: dict) -> str | None:
+    """The judge whose labels are reported: the configured one, else the one that labelled most."""
+    named = (config.get("judge") or {}).get("name")
+    if named:
+        return named
+    counts: dict[str, int] = defaultdict(int)
+    for r in records:
+        if r.get("kind") == "judgement":
+            counts[r["judge"]] += 1
+    return max(counts, key=lambda k: counts[k]) if counts else None
+
+
 def build(records: list[dict], config: dict, *, benchmark: str, groups: tuple[str, ...], score_keys: tuple[str, ...]) -> dict:
     """The report as a dict: per system, scores by group and overall, and costs."""
-    answers = [r for r in records if r.get("kind") == "answer" and r.get("benchmark") == benchmark]
+    judge = judge_of(records, config)
+    labels = {
+        (r["unit"], r["system"], r["qid"]): r["label"]
+        for r in records
+        if r.get("kind") == "judgement" and r.get("benchmark") == benchmark and r.get("judge") == judge
+    }
+    answers = [
+        {**r, "judge": labels.get((r["unit"], r["system"], r["qid"]))}
+        for r in records
+        if r.get("kind") == "answer" and r.get("benchmark") == benchmark
+    ]
     builds = [r for r in records if r.get("kind") == "build" and r.get("benchmark") == benchmark]
     order = list(dict.fromkeys(config.get("systems", []) + [a["system"] for a in answers]))
     systems = {}
@@ -99,7 +121,7 @@ def build(records: list[dict], config: dict, *, benchmark: str, groups: tuple[st
         }
         if benchmark == "longmemeval":
             systems[name]["overall"].update(_longmemeval_extra(mine, groups))
-    return {"benchmark": benchmark, "config": config, "systems": systems}
+    return {"benchmark": benchmark, "config": config, "judge": judge, "systems": systems}
 
 
 def _longmemeval_extra(answers: list[dict], types: tuple[str, ...]) -> dict:
@@ -136,7 +158,7 @@ def markdown(report: dict, *, groups: tuple[str, ...], score_keys: tuple[str, ..
     lines = [f"# {title}", ""]
     lines.append(
         f"Model `{config.get('model', {}).get('name')}`, embedder `{config.get('embedder', {}).get('name')}`, "
-        f"judge `{(config.get('judge') or {}).get('name', 'none')}`; data `{config.get('data', {}).get('file')}` "
+        f"judge `{report.get('judge') or 'none'}`; data `{config.get('data', {}).get('file')}` "
         f"(sha256 {str(config.get('data', {}).get('sha256', ''))[:12]}…); {config.get('scope', '')}. "
         "Scores are ×100; the judge column counts only questions the judge labelled."
     )

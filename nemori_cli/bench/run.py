@@ -43,7 +43,31 @@ class Unit:
 
 
 Scorer = Callable[[Question, Reply], dict]
-Judge = Callable[[Question, str], "bool | None"]
+
+
+@dataclass(frozen=True)
+class Judge:
+    """A named grader of answer records; its labels are records of their own, so a run can be judged later."""
+
+    name: str
+    grade: Callable[[dict], "bool | None"]
+
+
+def judge_missing(log: ResultLog, benchmark: str, judge: Judge, on_done: Callable[[], None] | None = None) -> int:
+    """Label every answer of ``benchmark`` that this judge has not labelled yet; returns how many it labelled."""
+    done = {(r["unit"], r["system"], r["qid"]) for r in log.of_kind("judgement") if r.get("judge") == judge.name and r.get("benchmark") == benchmark}
+    count = 0
+    for answer in log.of_kind("answer"):
+        key = (answer["unit"], answer["system"], answer["qid"])
+        if answer.get("benchmark") != benchmark or key in done:
+            continue
+        label = judge.grade(answer)
+        log.append({"kind": "judgement", "benchmark": benchmark, "unit": key[0], "system": key[1], "qid": key[2], "judge": judge.name, "label": label})
+        done.add(key)
+        count += 1
+        if on_done:
+            on_done()
+    return count
 
 
 class Progress:
@@ -120,6 +144,8 @@ class BenchRunner:
             finally:
                 for db in open_dbs.values():
                     db.close()
+            if self.judge:
+                judge_missing(self.log, self.benchmark, self.judge)
 
     def db_path(self, unit: Unit, system: System) -> Path:
         return self.log.out / "memories" / _safe(unit.key) / f"{_safe(system.build_key)}.db"
@@ -175,7 +201,6 @@ class BenchRunner:
                     "note": reply.note,
                     **self.scorer(q, reply),
                 }
-                record["judge"] = self.judge(q, reply.answer) if self.judge else None
                 self.log.append(record)
             self.progress.question_done()
             if update:

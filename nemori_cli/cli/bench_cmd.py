@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import platform
+import sys
 import subprocess
 from dataclasses import replace
 from importlib import metadata
@@ -26,7 +28,8 @@ Out = Annotated[Optional[Path], typer.Option("--out", help="Output folder; rerun
 LOCOMO_SCORES = ("set_f1", "official_f1", "bleu1", "evidence_recall")
 LONGMEMEVAL_SCORES = ("match", "set_f1", "evidence_recall")
 # What a folder's earlier run must share with this one to be resumed (systems, samples and caps may differ).
-IDENTITY = ("benchmark", "data", "model", "judge", "embedder", "scope_key")
+# The judge is not part of it: its labels are records of their own (`nemori bench judge`).
+IDENTITY = ("benchmark", "data", "model", "embedder", "scope_key")
 VERSIONED = ("llama_cpp_python", "sentence-transformers", "torch", "sqlite-vec", "apsw", "pydantic", "nltk")
 
 
@@ -106,8 +109,39 @@ def _setup(settings, judge_model: str | None, file: Path, benchmark: str, system
     return shared, judge_llm, chosen, config
 
 
-def _run(benchmark, out, shared, judge, chosen, config, units, scorer, progress, groups, score_keys, title, json_out):
+def _benchmark(name: str):
+    """(question groups, score keys, title, judge factory) of a benchmark."""
+    from nemori_cli.bench import locomo, longmemeval
+
+    if name == "locomo":
+        return tuple(locomo.CATEGORIES.values()), LOCOMO_SCORES, "LoCoMo", locomo.judge_with
+    if name == "longmemeval":
+        return longmemeval.TYPES, LONGMEMEVAL_SCORES, "LongMemEval", longmemeval.judge_with
+    raise InputError(f"unknown benchmark {name!r} in the folder's config.json")
+
+
+def _report(log, json_out: bool) -> None:
     from nemori_cli.bench import report as reporting
+
+    benchmark = log.config["benchmark"]
+    groups, score_keys, title, _ = _benchmark(benchmark)
+    report = reporting.build(log.records, log.config, benchmark=benchmark, groups=groups, score_keys=score_keys)
+    report["dropped_lines"] = log.dropped_lines
+    text = reporting.markdown(report, groups=groups, score_keys=score_keys, title=title)
+    reporting.write(log.out, report, text)
+    if json_out:
+        print_json(report)
+    else:
+        console().print(text, markup=False, highlight=False, soft_wrap=True)
+        console().print(f"[dim]report: {log.out / 'report.md'} and {log.out / 'report.json'}[/dim]")
+
+
+def _interrupted(out: Path):
+    sys.stderr.write(f"nemori: interrupted; finished work is kept in {out}: run the same command to resume\n")
+    return typer.Exit(130)
+
+
+def _run(benchmark, out, shared, judge, chosen, config, units, scorer, progress, json_out):
     from nemori_cli.bench.results import ResultLog
     from nemori_cli.bench.run import BenchRunner, Progress
 
@@ -117,20 +151,9 @@ def _run(benchmark, out, shared, judge, chosen, config, units, scorer, progress,
         BenchRunner(benchmark, log, shared, chosen, scorer, judge, bar).run(units)
     except KeyboardInterrupt:
         bar.close()
-        import sys
-
-        sys.stderr.write(f"nemori: interrupted; finished work is kept in {out}: run the same command to resume\n")
-        raise typer.Exit(130) from None
+        raise _interrupted(out) from None
     bar.close()
-    report = reporting.build(log.records, config, benchmark=benchmark, groups=groups, score_keys=score_keys)
-    report["dropped_lines"] = log.dropped_lines
-    text = reporting.markdown(report, groups=groups, score_keys=score_keys, title=title)
-    reporting.write(out, report, text)
-    if json_out:
-        print_json(report)
-    else:
-        console().print(text, markup=False, highlight=False, soft_wrap=True)
-        console().print(f"[dim]report: {out / 'report.md'} and {out / 'report.json'}[/dim]")
+    _report(log, json_out)
 
 
 def _default_out(benchmark: str, settings) -> Path:
@@ -159,7 +182,9 @@ def locomo_cmd(
     from nemori_cli.cli.ingest import _want_progress
 
     settings = opt.settings(None, None, model, embedder)
-    session_range = locomo.parse_sessions(sessions)
+    from nemori_cli.pipeline.readers import parse_session_range
+
+    session_range = parse_session_range(sessions)
     units = locomo.units(file, list(sample or []), session_range, questions, adversarial) if file.is_file() else None
     scope = f"samples {', '.join(u.key for u in units or [])}; sessions {sessions or 'all'}; " + (
         "category 5 included" if adversarial else "category 5 excluded"
@@ -168,9 +193,8 @@ def locomo_cmd(
     shared, judge_llm, chosen, config = _setup(
         settings, judge_model, file, "locomo", systems, scope, {"sessions": sessions, "adversarial": adversarial}, out
     )
-    judge = locomo.judge_with(judge_llm) if judge_llm else None
-    groups = tuple(locomo.CATEGORIES.values())
-    _run("locomo", out, shared, judge, chosen, config, units, locomo.score, _want_progress(progress), groups, LOCOMO_SCORES, "LoCoMo", json_out)
+    judge = locomo.judge_with(judge_llm, config["judge"]["name"]) if judge_llm else None
+    _run("locomo", out, shared, judge, chosen, config, units, locomo.score, _want_progress(progress), json_out)
 
 
 @bench_app.command("longmemeval")
@@ -194,11 +218,20 @@ def longmemeval_cmd(
     scope = f"{len(units or [])} questions, one memory each"
     out = out or _default_out("longmemeval", settings)
     shared, judge_llm, chosen, config = _setup(settings, judge_model, file, "longmemeval", systems, scope, {}, out)
-    judge = longmemeval.judge_with(judge_llm) if judge_llm else None
-    _run(
-        "longmemeval", out, shared, judge, chosen, config, units, longmemeval.score, _want_progress(progress),
-        longmemeval.TYPES, LONGMEMEVAL_SCORES, "LongMemEval", json_out,
-    )
+    judge = longmemeval.judge_with(judge_llm, config["judge"]["name"]) if judge_llm else None
+    _run("longmemeval", out, shared, judge, chosen, config, units, longmemeval.score, _want_progress(progress), json_out)
+
+
+def _folder(folder: Path):
+    from nemori_cli.bench.results import CONFIG, RESULTS, ResultLog
+
+    if not (folder / CONFIG).is_file() or not (folder / RESULTS).is_file():
+        raise InputError(f"{folder}: not a bench output folder (no {CONFIG} and {RESULTS})")
+    try:
+        config = json.loads((folder / CONFIG).read_text())
+    except ValueError:
+        raise InputError(f"{folder / CONFIG}: not JSON") from None
+    return ResultLog(folder, config, identity_keys=())
 
 
 @bench_app.command("report")
@@ -207,34 +240,38 @@ def report_cmd(
     json_out: opt.Json = False,
 ) -> None:
     """Rebuild report.md and report.json from a run's records (no model needed)."""
-    import json
+    _report(_folder(folder), json_out)
 
-    from nemori_cli.bench import locomo, longmemeval
-    from nemori_cli.bench import report as reporting
-    from nemori_cli.bench.results import CONFIG, RESULTS
 
-    config_path = folder / CONFIG
-    if not config_path.is_file() or not (folder / RESULTS).is_file():
-        raise InputError(f"{folder}: not a bench output folder (no {CONFIG} and {RESULTS})")
-    config = json.loads(config_path.read_text())
-    records = []
-    for line in (folder / RESULTS).read_text().splitlines():
-        try:
-            records.append(json.loads(line))
-        except ValueError:
-            continue
-    benchmark = config.get("benchmark")
-    if benchmark == "locomo":
-        groups, keys, title = tuple(locomo.CATEGORIES.values()), LOCOMO_SCORES, "LoCoMo"
-    else:
-        groups, keys, title = longmemeval.TYPES, LONGMEMEVAL_SCORES, "LongMemEval"
-    report = reporting.build(records, config, benchmark=benchmark, groups=groups, score_keys=keys)
-    text = reporting.markdown(report, groups=groups, score_keys=keys, title=title)
-    reporting.write(folder, report, text)
-    if json_out:
-        print_json(report)
-    else:
-        console().print(text, markup=False, highlight=False, soft_wrap=True)
+@bench_app.command("judge")
+def judge_cmd(
+    folder: Annotated[Path, typer.Argument(help="A bench output folder.", show_default=False)],
+    judge_model: Annotated[str, typer.Option("--judge-model", help="LLM preset that grades the answers.")],
+    progress: opt.ShowProgress = None,
+    json_out: opt.Json = False,
+) -> None:
+    """Grade a finished run's answers with an LLM judge (resumable), then rebuild its report with the labels."""
+    from nemori_cli import deps
+    from nemori_cli.bench.run import Progress, judge_missing
+    from nemori_cli.cli.ingest import _want_progress
+
+    log = _folder(folder)
+    benchmark = log.config["benchmark"]
+    *_, judge_with = _benchmark(benchmark)
+    settings = opt.settings(None, None, judge_model, None)
+    preset = deps.llm_preset(settings)
+    judge = judge_with(deps.build_llm(settings), preset.name)
+    bar = Progress(_want_progress(progress))
+    bar.set_total(len(log.of_kind("answer")))
+    try:
+        judge_missing(log, benchmark, judge, bar.question_done)
+    except KeyboardInterrupt:
+        bar.close()
+        raise _interrupted(folder) from None
+    bar.close()
+    log.config["judge"] = _model_info(preset)
+    (folder / "config.json").write_text(json.dumps(log.config, indent=2, sort_keys=True) + "\n")
+    _report(log, json_out)
 
 
 @bench_app.command("systems")

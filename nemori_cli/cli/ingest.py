@@ -104,17 +104,10 @@ def _read(source: str, fmt: InputFormat, sample: str | None, default_ts: str | N
 
 
 def _only_sessions(messages, sessions: str | None, name: str):
-    if not sessions:
-        return messages
-    try:
-        first, _, last = sessions.partition("-")
-        lo, hi = int(first), int(last or first)
-    except ValueError:
-        raise ConfigError(f"--sessions {sessions!r}: expected N or A-B, e.g. 1-3") from None
-    chosen = [m for m in messages if m.session is not None and lo <= int(m.session) <= hi]
-    if not chosen:
-        raise InputError(f"{name}: no messages in sessions {sessions}")
-    return chosen
+    from nemori_cli.pipeline.readers import in_sessions, parse_session_range
+
+    span = parse_session_range(sessions)
+    return in_sessions(messages, span, name) if span else messages
 
 
 @contextmanager

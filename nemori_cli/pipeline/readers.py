@@ -284,3 +284,28 @@ def read_locomo(
     if not messages:
         raise InputError(f"{where}: no messages (all sessions are empty)")
     return messages
+
+
+def parse_session_range(value: str | None) -> tuple[int, int] | None:
+    """'--sessions 1-5' -> (1, 5); '3' -> (3, 3); None or '' -> None (all sessions)."""
+    if not value:
+        return None
+    from nemori_cli.errors import ConfigError
+
+    try:
+        first, _, last = value.partition("-")
+        lo, hi = int(first), int(last or first)
+    except ValueError:
+        raise ConfigError(f"--sessions {value!r}: expected N or A-B, e.g. 1-5") from None
+    if lo < 1 or hi < lo:
+        raise ConfigError(f"--sessions {value!r}: expected 1 <= A <= B")
+    return lo, hi
+
+
+def in_sessions(messages: list[IncomingMessage], span: tuple[int, int], source_name: str) -> list[IncomingMessage]:
+    """The LoCoMo messages of sessions A..B; none at all is an error naming the file."""
+    lo, hi = span
+    chosen = [m for m in messages if m.session is not None and lo <= int(m.session) <= hi]
+    if not chosen:
+        raise InputError(f"{source_name}: no messages in sessions {lo}-{hi}")
+    return chosen

@@ -12,7 +12,7 @@ from nemori_cli.bench import systems as registry
 from nemori_cli.bench.baselines import FullContextSystem, RagSystem
 from nemori_cli.bench.judge import judge_locomo, judge_longmemeval
 from nemori_cli.bench.results import ResultLog
-from nemori_cli.bench.run import USER, BenchRunner, Progress
+from nemori_cli.bench.run import USER, BenchRunner, Progress, judge_missing
 from nemori_cli.bench.systems import Shared
 from nemori_cli.errors import ConfigError
 from nemori_cli.llm.base import StructuredLLM
@@ -131,8 +131,21 @@ def test_a_folder_from_another_model_is_refused(tmp_path, shared, locomo_path):
 
 def test_a_judge_labels_every_answer(tmp_path, shared, locomo_path, backend):
     judge_llm = StructuredLLM(FakeBackend(default={"reason": "same place", "label": "CORRECT"}))
-    log = run_locomo(tmp_path / "out", shared, locomo_path, "full-context", judge=locomo.judge_with(judge_llm))
-    assert [a["judge"] for a in log.of_kind("answer")] == [True, True, True]
+    log = run_locomo(tmp_path / "out", shared, locomo_path, "full-context", judge=locomo.judge_with(judge_llm, "fake-judge"))
+    labels = log.of_kind("judgement")
+    assert [(j["qid"], j["label"], j["judge"]) for j in labels] == [("0", True, "fake-judge"), ("1", True, "fake-judge"), ("2", True, "fake-judge")]
+    built = report.build(log.records, CONFIG, benchmark="locomo", groups=tuple(locomo.CATEGORIES.values()), score_keys=("set_f1",))
+    assert built["judge"] == "fake-judge" and built["systems"]["full-context"]["overall"]["judge"] == 1.0
+
+
+def test_a_finished_run_can_be_judged_later_and_only_once(tmp_path, shared, locomo_path):
+    log = run_locomo(tmp_path / "out", shared, locomo_path, "full-context,rag-256")
+    grader = FakeBackend(default={"reason": "off", "label": "WRONG"})
+    judge = locomo.judge_with(StructuredLLM(grader), "later")
+    assert judge_missing(log, "locomo", judge) == 6
+    assert judge_missing(log, "locomo", judge) == 0 and len(grader.history) == 6
+    built = report.build(log.records, CONFIG, benchmark="locomo", groups=tuple(locomo.CATEGORIES.values()), score_keys=("set_f1",))
+    assert built["systems"]["rag-256"]["overall"]["judge"] == 0.0 and built["systems"]["rag-256"]["overall"]["judged"] == 3
 
 
 def test_full_context_leaves_out_the_oldest_messages_to_fit_the_window(tmp_path, shared, locomo_path):

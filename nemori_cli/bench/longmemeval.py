@@ -22,9 +22,23 @@ TYPES = (
 )
 
 
-def units(path: Path, cap: int | None) -> list[Unit]:
+def units(path: Path, cap: int | None, per_type: int | None = None) -> list[Unit]:
+    """A unit per question, in file order: the first ``cap``, or the first ``per_type`` of each type.
+
+    With ``per_type``, abstention questions count as a type of their own, so
+    a small slice still has every kind of question in it.
+    """
     with path.open("rb") as f:
         items = longmemeval_items(f, str(path))
+    if per_type:
+        taken: dict[str, int] = {}
+        kept = []
+        for item in items:
+            kind = "abstention" if item.abstention else item.question_type
+            if taken.get(kind, 0) < per_type:
+                taken[kind] = taken.get(kind, 0) + 1
+                kept.append(item)
+        items = kept
     out = []
     for item in items[: cap if cap else None]:
         messages = [m for _, _, session in item.sessions for m in session]

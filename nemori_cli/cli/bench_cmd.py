@@ -201,6 +201,9 @@ def locomo_cmd(
 def longmemeval_cmd(
     file: Annotated[Path, typer.Argument(help="A LongMemEval file (oracle, S or M format).", show_default=False)],
     questions: Questions = None,
+    per_type: Annotated[
+        Optional[int], typer.Option("--per-type", min=1, help="At most this many questions of each type (abstention counts as one).", show_default=False)
+    ] = None,
     systems: Systems = "nemori,full-context,rag",
     judge_model: JudgeModel = None,
     out: Out = None,
@@ -214,8 +217,8 @@ def longmemeval_cmd(
     from nemori_cli.cli.ingest import _want_progress
 
     settings = opt.settings(None, None, model, embedder)
-    units = longmemeval.units(file, questions) if file.is_file() else None
-    scope = f"{len(units or [])} questions, one memory each"
+    units = longmemeval.units(file, questions, per_type) if file.is_file() else None
+    scope = f"{len(units or [])} questions" + (f" (at most {per_type} per type)" if per_type else "") + ", one memory each"
     out = out or _default_out("longmemeval", settings)
     shared, judge_llm, chosen, config = _setup(settings, judge_model, file, "longmemeval", systems, scope, {}, out)
     judge = longmemeval.judge_with(judge_llm, config["judge"]["name"]) if judge_llm else None

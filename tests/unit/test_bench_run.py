@@ -252,6 +252,16 @@ def test_longmemeval_gives_each_question_its_own_memory_and_its_date(tmp_path, s
     assert overall["match_task_averaged"] == 1.0 and overall["match_abstention"] == 1.0 and overall["abstention_questions"] == 1
 
 
+def test_longmemeval_per_type_keeps_every_kind_of_question(tmp_path):
+    records = [
+        {**LME[0], "question_id": f"u{i}"} for i in range(3)
+    ] + [{**LME[0], "question_id": "t1", "question_type": "temporal-reasoning"}, {**LME[1], "question_id": "a1_abs"}, {**LME[1], "question_id": "a2_abs"}]
+    path = tmp_path / "lme.json"
+    path.write_text(json.dumps(records))
+    assert [u.key for u in longmemeval.units(path, None, per_type=1)] == ["u0", "t1", "a1_abs"]
+    assert [u.key for u in longmemeval.units(path, 2)] == ["u0", "u1"]
+
+
 def test_judges_read_bad_answers_leniently_or_not_at_all():
     strict = StructuredLLM(FakeBackend(default={"reason": "same", "label": "WRONG"}))
     assert judge_locomo(strict, "q", "gold", "pred") is False

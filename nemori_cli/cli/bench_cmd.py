@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import platform
 import sys
 import subprocess
@@ -45,10 +46,24 @@ def _commit() -> str | None:
         return None
 
 
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
 def _versions() -> dict:
     from nemori_cli import __version__
 
-    out = {"nemori": __version__, "python": platform.python_version(), "machine": f"{platform.machine()}, {platform.system()}"}
+    out = {
+        "nemori": __version__,
+        "python": platform.python_version(),
+        "machine": f"{platform.machine()}, {platform.system()}, {os.cpu_count()} CPUs, {_cpu_name()}",
+    }
     for name in VERSIONED:
         try:
             out[name] = metadata.version(name)

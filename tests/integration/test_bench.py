@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
 from tests.conftest import SHARED_DATA
-from tests.integration.conftest import run_nemori
+from tests.integration.conftest import REPO, run_nemori
 
 pytestmark = pytest.mark.integration
 
@@ -82,3 +87,30 @@ def test_bench_refuses_bad_flags_with_one_line(tmp_path):
     sessions = run_nemori("bench", "locomo", str(LOCOMO), "--sessions", "5-1", "--out", str(tmp_path / "x"))
     assert sessions.returncode == 2 and "--sessions" in sessions.stderr.decode()
     assert not (tmp_path / "x").exists()  # nothing written for a run that cannot start
+
+
+def test_ctrl_c_mid_bench_keeps_finished_work_and_the_rerun_completes_it(tmp_path):
+    _needs(LOCOMO)
+    out = tmp_path / "out"
+    args = [sys.executable, "-m", "nemori_cli", "bench", "locomo", str(LOCOMO), "--sample", "conv-26", "--sessions", "1",
+            "--questions", "4", "--systems", "full-context,rag-256", "--out", str(out), "--model", "tiny"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env={**os.environ, "NEMORI_MODEL": "tiny"})
+    results = out / "results.jsonl"
+    deadline = time.time() + 600
+    while (not results.exists() or len(results.read_text().splitlines()) < 3) and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.2)
+    if proc.poll() is not None:
+        pytest.fail(f"bench ended before it could be interrupted: {proc.stderr.read().decode()[-500:]}")
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err.decode()
+    assert "run the same command to resume" in err.decode()
+    kept = results.read_text().splitlines()
+    assert 3 <= len(kept) < 2 + 2 * 4
+    again = run_nemori(*args[3:], "--json")
+    assert again.returncode == 0, again.stderr.decode()
+    records = [json.loads(line) for line in results.read_text().splitlines()]
+    assert records[: len(kept)] == [json.loads(line) for line in kept]  # finished work untouched
+    answers = [(r["system"], r["qid"]) for r in records if r["kind"] == "answer"]
+    assert len(answers) == 8 and len(set(answers)) == 8  # nothing answered twice
+    assert sum(r["kind"] == "build" for r in records) == 2

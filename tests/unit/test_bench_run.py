@@ -68,7 +68,7 @@ def locomo_path(tmp_path):
 
 @pytest.fixture
 def shared(backend, embedder):
-    World(backend, Answer=answer_like_a_reader)
+    World(backend, Answer=answer_like_a_reader, Summary={"summary": "Ann went to Paris; Bob adopted Luna."})
     return Shared(StructuredLLM(backend), embedder, SemanticSettings(), lambda text: len(text.split()), 4096)
 
 
@@ -271,3 +271,26 @@ def test_judges_read_bad_answers_leniently_or_not_at_all():
     assert judge_locomo(confused, "q", "gold", "pred") is None
     assert judge_longmemeval(StructuredLLM(FakeBackend(default="Yes.")), "temporal-reasoning", False, "q", "g", "p") is True
     assert judge_longmemeval(StructuredLLM(FakeBackend(default={"answer": "no"})), "knowledge-update", False, "q", "g", "p") is False
+
+
+def test_every_ablation_builds_its_own_way_and_answers(tmp_path, shared, locomo_path, backend):
+    log = run_locomo(tmp_path / "out", shared, locomo_path, "nemori-ablations")
+    names = [s.name for s in registry.resolve("nemori-ablations")]
+    assert {a["system"] for a in log.of_kind("answer")} == set(names) and len(log.of_kind("answer")) == 3 * len(names)
+    builds = {b["build_key"]: b for b in log.of_kind("build")}
+    assert len(builds) == len(names) - 1  # nemori-no-episodic reads nemori's memory
+    assert builds["nemori-native-nofacts-int-narrative"]["storage"]["facts"] == 0
+    assert builds["nemori-summary-nofacts-int-narrative"]["storage"]["summary"] == 1
+    assert "prediction" not in {s["stage"] for s in builds["nemori-native-direct-int-narrative"]["stages"]}
+    no_episodes = [a for a in log.of_kind("answer") if a["system"] == "nemori-no-episodic"]
+    assert all(a["evidence_recall"] == 0.0 for a in no_episodes)  # no episode retrieved, so no raw turn either
+
+
+def test_the_progress_bar_runs_without_a_terminal(tmp_path, shared, locomo_path):
+    log = ResultLog(tmp_path / "out", CONFIG, identity_keys=IDENTITY)
+    bar = Progress(True)
+    BenchRunner("locomo", log, shared, registry.resolve("full-context"), locomo.score, None, bar).run(
+        locomo.units(locomo_path, [], None, None, adversarial=False)
+    )
+    bar.close()
+    assert len(log.of_kind("answer")) == 3

@@ -195,10 +195,9 @@ def locomo_cmd(
     """LoCoMo: per sample and system, a fresh memory of the chosen sessions, then the questions about them."""
     from nemori_cli.bench import locomo
     from nemori_cli.cli.ingest import _want_progress
-
-    settings = opt.settings(None, None, model, embedder)
     from nemori_cli.pipeline.readers import parse_session_range
 
+    settings = opt.settings(None, None, model, embedder)
     session_range = parse_session_range(sessions)
     units = locomo.units(file, list(sample or []), session_range, questions, adversarial) if file.is_file() else None
     scope = f"samples {', '.join(u.key for u in units or [])}; sessions {sessions or 'all'}; " + (

@@ -42,16 +42,23 @@ def units(path: Path, samples: list[str], sessions: tuple[int, int] | None, cap:
     return out
 
 
-def score(q: Question, reply: Reply) -> dict:
-    category = q.meta["category"]
-    official = metrics.locomo_f1(reply.answer, q.gold, category)
+def text_scores(answer: str, gold: str, category: int) -> dict:
+    """The scores computed from the answer's text alone (recomputed by every report, so a scorer fix applies to old runs)."""
+    official = metrics.locomo_f1(answer, gold, category)
     return {
         # Category 5's gold is the trap answer, so both F1s use the official abstention rule there.
-        "set_f1": official if category == 5 else metrics.set_f1(reply.answer, q.gold),
+        "set_f1": official if category == 5 else metrics.set_f1(answer, gold),
         "official_f1": official,
-        "bleu1": metrics.bleu1(reply.answer, q.gold),
-        "evidence_recall": metrics.evidence_recall(q.evidence, reply.turns),
+        "bleu1": metrics.bleu1(answer, gold),
     }
+
+
+def score(q: Question, reply: Reply) -> dict:
+    return {**text_scores(reply.answer, q.gold, q.meta["category"]), "evidence_recall": metrics.evidence_recall(q.evidence, reply.turns)}
+
+
+def rescore(record: dict) -> dict:
+    return {**record, **text_scores(record["answer"], record["gold"], record["category"])}
 
 
 def judge_with(llm: StructuredLLM, name: str) -> Judge:

@@ -54,18 +54,24 @@ def units(path: Path, cap: int | None, per_type: int | None = None) -> list[Unit
     return out
 
 
-def score(q: Question, reply: Reply) -> dict:
-    if q.meta["abstention"]:
-        match = metrics.abstains(reply.answer)
-    elif q.meta["question_type"] == "single-session-preference":
+def text_scores(answer: str, gold: str, question_type: str, abstention: bool) -> dict:
+    """The scores computed from the answer's text alone (recomputed by every report)."""
+    if abstention:
+        match = metrics.abstains(answer)
+    elif question_type == "single-session-preference":
         match = None  # the gold is a rubric; only a judge can grade it
     else:
-        match = metrics.contains_answer(reply.answer, q.gold)
-    return {
-        "match": match,
-        "set_f1": metrics.set_f1(reply.answer, q.gold),
-        "evidence_recall": metrics.evidence_recall(q.evidence, reply.turns),
-    }
+        match = metrics.contains_answer(answer, gold)
+    return {"match": match, "set_f1": metrics.set_f1(answer, gold)}
+
+
+def score(q: Question, reply: Reply) -> dict:
+    scores = text_scores(reply.answer, q.gold, q.meta["question_type"], q.meta["abstention"])
+    return {**scores, "evidence_recall": metrics.evidence_recall(q.evidence, reply.turns)}
+
+
+def rescore(record: dict) -> dict:
+    return {**record, **text_scores(record["answer"], record["gold"], record["question_type"], record["abstention"])}
 
 
 def judge_with(llm: StructuredLLM, name: str) -> Judge:

@@ -154,7 +154,8 @@ def parse_yes_no(answer: str) -> bool | None:
 
 _ABSTAINS = re.compile(
     r"\b(do not know|don't know|not (?:mentioned|known|available|provided|enough|specified|stated)"
-    r"|no information|no mention|cannot (?:be )?(?:answer|determine|tell)|can't (?:answer|tell)|unknown)\b"
+    r"|no information|no mention|did not mention|didn't mention"
+    r"|(?:cannot|can't|can not) (?:be )?(?:answer|determin|tell)\w*|unknown)\b"
 )
 _STOP = frozenset("a an the and or of to in on at for is was were be i my you your it".split())
 
@@ -165,16 +166,18 @@ def abstains(prediction: str) -> bool:
 
 
 def contains_answer(prediction: str, gold: str) -> bool:
-    """Every content word of the gold answer's first clause appears in the prediction.
+    """The gold answer's key words appear in the prediction (a strict lexical stand-in for LongMemEval's judge).
 
-    A strict lexical stand-in for LongMemEval's judge, used when no judge model
-    is given: "7 days. 8 days (including the last day) is also acceptable."
-    needs "7" and "days"; "$12" needs "$12". A right answer worded differently
-    is missed, so it reads low, never high, against the judge.
+    Only the gold's first clause counts ("7 days. 8 days (including the last
+    day) is also acceptable." -> "7 days"). If that clause has numbers, the
+    numbers are the key words ("38 subjects" is answered by "38"); otherwise
+    every content word must appear ("over a year"). A right answer worded
+    differently is missed, so the match reads low, never high, against a judge.
     """
     core = re.split(r"\.\s|\(|;", str(gold).strip(), maxsplit=1)[0]
     wanted = _set_tokens(core) - _STOP
-    return bool(wanted) and wanted <= _set_tokens(prediction)
+    numbers = {w for w in wanted if any(ch.isdigit() for ch in w)}
+    return bool(wanted) and (numbers or wanted) <= _set_tokens(prediction)
 
 
 # -- retrieval -----------------------------------------------------------------

@@ -125,13 +125,13 @@ def _setup(settings, judge_model: str | None, file: Path, benchmark: str, system
 
 
 def _benchmark(name: str):
-    """(question groups, score keys, title, judge factory) of a benchmark."""
+    """(question groups, score keys, title, judge factory, rescorer) of a benchmark."""
     from nemori_cli.bench import locomo, longmemeval
 
     if name == "locomo":
-        return tuple(locomo.CATEGORIES.values()), LOCOMO_SCORES, "LoCoMo", locomo.judge_with
+        return tuple(locomo.CATEGORIES.values()), LOCOMO_SCORES, "LoCoMo", locomo.judge_with, locomo.rescore
     if name == "longmemeval":
-        return longmemeval.TYPES, LONGMEMEVAL_SCORES, "LongMemEval", longmemeval.judge_with
+        return longmemeval.TYPES, LONGMEMEVAL_SCORES, "LongMemEval", longmemeval.judge_with, longmemeval.rescore
     raise InputError(f"unknown benchmark {name!r} in the folder's config.json")
 
 
@@ -139,8 +139,10 @@ def _report(log, json_out: bool) -> None:
     from nemori_cli.bench import report as reporting
 
     benchmark = log.config["benchmark"]
-    groups, score_keys, title, _ = _benchmark(benchmark)
-    report = reporting.build(log.records, log.config, benchmark=benchmark, groups=groups, score_keys=score_keys)
+    groups, score_keys, title, _, rescore = _benchmark(benchmark)
+    # Text scores are recomputed from each answer, so a scoring fix reaches runs recorded before it.
+    records = [rescore(r) if r.get("kind") == "answer" and r.get("benchmark") == benchmark else r for r in log.records]
+    report = reporting.build(records, log.config, benchmark=benchmark, groups=groups, score_keys=score_keys)
     report["dropped_lines"] = log.dropped_lines
     text = reporting.markdown(report, groups=groups, score_keys=score_keys, title=title)
     reporting.write(log.out, report, text)
@@ -274,7 +276,7 @@ def judge_cmd(
 
     log = _folder(folder)
     benchmark = log.config["benchmark"]
-    *_, judge_with = _benchmark(benchmark)
+    judge_with = _benchmark(benchmark)[3]
     settings = opt.settings(None, None, judge_model, None)
     preset = deps.llm_preset(settings)
     judge = judge_with(deps.build_llm(settings), preset.name)

@@ -294,3 +294,12 @@ def test_the_progress_bar_runs_without_a_terminal(tmp_path, shared, locomo_path)
     )
     bar.close()
     assert len(log.of_kind("answer")) == 3
+
+
+def test_reports_rescore_old_records_from_their_answers():
+    old = {"kind": "answer", "benchmark": "longmemeval", "answer": "38", "gold": "38 subjects", "question_type": "single-session-assistant",
+           "abstention": False, "match": False, "set_f1": 0.0}
+    assert longmemeval.rescore(old)["match"] is True
+    stale = {"kind": "answer", "answer": "Paris", "gold": "Paris", "category": 4, "set_f1": 0.0, "official_f1": 0.0, "bleu1": 0.0}
+    fresh = locomo.rescore(stale)
+    assert fresh["set_f1"] == 1.0 and fresh["official_f1"] == 1.0 and fresh["bleu1"] > 0.9

@@ -106,3 +106,34 @@ def test_evidence_recall_is_the_share_of_evidence_turns_retrieved():
     assert evidence_recall(["D1:3", "D2:5"], ["D1:3", "D1:4"]) == 0.5
     assert evidence_recall(["D1:3", "D1:3"], ["D1:3"]) == 1.0  # a repeated id counts once
     assert evidence_recall([], ["D1:3"]) is None  # no evidence: not a zero
+
+
+# -- LongMemEval without a judge ---------------------------------------------------
+
+
+def test_contains_answer_wants_the_numbers_when_the_gold_has_any():
+    from nemori_cli.bench.metrics import contains_answer
+
+    assert contains_answer("38", "38 subjects")
+    assert contains_answer("It took 7 days.", "7 days. 8 days (including the last day) is also acceptable.")
+    assert not contains_answer("8 days", "7 days. 8 days (including the last day) is also acceptable.")  # only the first clause
+    assert contains_answer("I spent $12 on each", "$12") and not contains_answer("12 dollars", "$12")
+    assert not contains_answer("1", "25")
+
+
+def test_contains_answer_wants_every_content_word_otherwise():
+    from nemori_cli.bench.metrics import contains_answer
+
+    assert contains_answer("Over a year of waiting.", "over a year")
+    assert not contains_answer("a year", "over a year")
+    assert contains_answer("Her name is Luna!", "Luna")
+    assert not contains_answer("anything", "")
+
+
+def test_abstention_is_recognised_in_the_usual_phrasings():
+    from nemori_cli.bench.metrics import abstains
+
+    for said in ("I do not know.", "You didn't mention it; the information is not provided.", "That cannot be answered from the memories."):
+        assert abstains(said), said
+    for said in ("Luna", "4 engineers", "Knowledge is power"):
+        assert not abstains(said), said

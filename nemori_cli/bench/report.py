@@ -72,6 +72,7 @@ def _costs(builds: list[dict], answers: list[dict]) -> dict:
         "search_ms_p95": percentile((a.get("search_ms") for a in answers), 95),
         "answer_ms_p50": percentile((a.get("answer_ms") for a in answers), 50),
         "answer_ms_p95": percentile((a.get("answer_ms") for a in answers), 95),
+        "answers_with_notes": sum(bool(a.get("note")) for a in answers),
         "notes": sorted({a["note"] for a in answers if a.get("note")})[:5],
     }
 
@@ -235,9 +236,11 @@ def markdown(report: dict, *, groups: tuple[str, ...], score_keys: tuple[str, ..
                 ]
             )
         lines += _table(["system", *stage_names], rows)
-    notes = [(n, note) for n, s in systems.items() for note in s["costs"]["notes"]]
-    if notes:
-        lines += ["", "Notes:", ""] + [f"- `{n}`: {note}" for n, note in notes]
+    noted = [(n, s) for n, s in systems.items() if s["costs"]["notes"]]
+    if noted:
+        lines += ["", "Notes:", ""]
+        for n, s in noted:
+            lines.append(f"- `{n}`, {s['costs']['answers_with_notes']} of {s['overall']['questions']} answers: " + "; ".join(s["costs"]["notes"]))
     lines += ["", "Systems:", ""] + [f"- `{n}`: {s['description']}" for n, s in systems.items()]
     return "\n".join(lines) + "\n"
 

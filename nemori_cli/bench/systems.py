@@ -98,7 +98,8 @@ def answer_from(
     except LLMOutputError:
         text, failed = FAILED_ANSWER, True
     calls, _ = shared.llm.log.drain()  # the bench keeps its own record; nothing piles up in memory
-    prompt_tokens = sum(c.prompt_tokens for c in calls)
+    # The context of one call: a retried call is logged with the tokens of all its attempts.
+    prompt_tokens = sum(c.prompt_tokens // max(1, c.attempts) for c in calls)
     completion_tokens = sum(c.completion_tokens for c in calls)
     return text, prompt_tokens, completion_tokens, (time.perf_counter() - started) * 1000, failed
 

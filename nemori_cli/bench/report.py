@@ -110,7 +110,9 @@ def build(records: list[dict], config: dict, *, benchmark: str, groups: tuple[st
         if not mine:
             continue
         keys = {(a["unit"], a.get("build_key")) for a in mine}
-        my_builds = [b for b in builds if (b["unit"], b["build_key"]) in keys]
+        # The latest record of each memory (a memory whose file was deleted is rebuilt and recorded again).
+        latest = {(b["unit"], b["build_key"]): b for b in builds}
+        my_builds = [b for k, b in latest.items() if k in keys]
         by_group = {g: _score_block([a for a in mine if a.get("group") == g], score_keys) for g in groups}
         others = sorted({a.get("group") for a in mine} - set(groups), key=str)
         by_group.update({str(g): _score_block([a for a in mine if a.get("group") == g], score_keys) for g in others})

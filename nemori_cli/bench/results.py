@@ -62,7 +62,9 @@ class ResultLog:
 
 
 def check_resumable(out: Path, config: dict, keys: tuple[str, ...]) -> None:
-    """Refuse a folder that holds a run made another way; called before any model is loaded."""
+    """Refuse a folder that holds a run made another way (or is not a folder); called before any model is loaded."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out}: is a file, not a folder")
     path = out / CONFIG
     if not path.exists():
         return

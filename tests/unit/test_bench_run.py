@@ -129,6 +129,12 @@ def test_a_folder_from_another_model_is_refused(tmp_path, shared, locomo_path):
         ResultLog(tmp_path / "out", other, identity_keys=IDENTITY)
 
 
+def test_an_out_path_that_is_a_file_is_refused(tmp_path):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ConfigError, match="is a file, not a folder"):
+        ResultLog(tmp_path / "file", CONFIG, identity_keys=IDENTITY)
+
+
 def test_a_judge_labels_every_answer(tmp_path, shared, locomo_path, backend):
     judge_llm = StructuredLLM(FakeBackend(default={"reason": "same place", "label": "CORRECT"}))
     log = run_locomo(tmp_path / "out", shared, locomo_path, "full-context", judge=locomo.judge_with(judge_llm, "fake-judge"))

@@ -45,6 +45,8 @@ def judge_locomo(llm: StructuredLLM, question: str, gold: str, prediction: str) 
         return llm.complete(messages, schema=LocomoGrade, stage="judge", max_tokens=96).value.label == "CORRECT"
     except LLMOutputError as e:
         return parse_judge_label(e.raw)
+    finally:
+        llm.log.drain()  # labels are the bench's records; the call log would only grow
 
 
 # LongMemEval's rules, one per question type (and one for abstention), in our words.
@@ -80,3 +82,5 @@ def judge_longmemeval(llm: StructuredLLM, question_type: str, abstention: bool, 
         return llm.complete(messages, schema=YesNo, stage="judge", max_tokens=12).value.answer == "yes"
     except LLMOutputError as e:
         return parse_yes_no(e.raw)
+    finally:
+        llm.log.drain()

@@ -58,6 +58,24 @@ IndexFlag = Annotated[
     Optional[IndexOn],
     typer.Option("--index", help="Index episodes on their narrative (default) or on their raw messages.", show_default=False),
 ]
+DryRun = Annotated[
+    bool,
+    typer.Option("--dry-run", help="Estimate the work (new messages, LLM calls, tokens, minutes) without writing anything or loading a model."),
+]
+MaxTokens = Annotated[
+    Optional[int],
+    typer.Option(
+        "--max-tokens",
+        metavar="N",
+        help="Stop cleanly once the LLM has used about N tokens (prompt + output) in this run; the rest stays pending and a rerun resumes.",
+        show_default=False,
+    ),
+]
+
+
+def _check_budget(max_tokens: int | None) -> None:
+    if max_tokens is not None and max_tokens <= 0:
+        raise ConfigError(f"--max-tokens must be a positive number of tokens, not {max_tokens}")
 
 
 def _profile(store, memory, distill, integrate, facts, index):
@@ -136,12 +154,12 @@ def _progress(enabled: bool, label: str):
         yield update
 
 
-def _process(pipeline, *, flush: bool, show_progress: bool, user: str):
+def _process(pipeline, *, flush: bool, show_progress: bool, user: str, max_tokens: int | None = None):
     from nemori_cli.store import messages as message_sql
 
     try:
         with _progress(show_progress, "episodes") as update:
-            return pipeline.process(flush=flush, progress=update)
+            return pipeline.process(flush=flush, progress=update, max_tokens=max_tokens)
     except KeyboardInterrupt:
         left = message_sql.count_pending(pipeline.db, user)
         sys.stderr.write(
@@ -168,6 +186,8 @@ def ingest(
     integrate: Integrate = None,
     facts: FactsFlag = None,
     index: IndexFlag = None,
+    max_tokens: MaxTokens = None,
+    dry_run: DryRun = False,
     progress: opt.ShowProgress = None,
     db: opt.Db = None,
     user: opt.User = None,
@@ -179,8 +199,18 @@ def ingest(
     from nemori_cli import deps
     from nemori_cli.pipeline.runner import Pipeline
 
+    _check_budget(max_tokens)
     settings = opt.settings(db, user, model, embedder)
     incoming, namespace = _read(source, fmt, sample, default_timestamp, sessions)
+    if dry_run:
+        from nemori_cli.cli import dry_run as dry
+
+        def profile_of(store):
+            return _profile(store, memory, distill, integrate, facts, index)
+
+        plan = dry.plan(settings, incoming, namespace, window=window, profile_of=profile_of, max_tokens=max_tokens)
+        dry.render(plan, source, json_out)
+        return
     llm = deps.build_llm(settings)  # a missing model or dead endpoint fails here, before any write
     if not settings.db_path.exists():
         deps.check_embedder_files(settings)  # a new file is not created for a run that cannot embed
@@ -189,12 +219,13 @@ def ingest(
     emb = deps.build_embedder(settings, store)
     pipeline = Pipeline(store, settings.user, llm, emb, window=window, profile=profile, semantic=deps.semantic_settings(settings))
     added = pipeline.store(incoming, namespace)
-    report = _process(pipeline, flush=flush, show_progress=_want_progress(progress), user=settings.user)
+    report = _process(pipeline, flush=flush, show_progress=_want_progress(progress), user=settings.user, max_tokens=max_tokens)
     report.read, report.added = len(incoming), added
-    _print_report(report, source, json_out)
+    _print_report(report, source, json_out, max_tokens)
 
 
 def flush_cmd(
+    max_tokens: MaxTokens = None,
     progress: opt.ShowProgress = None,
     window: opt.Window = 20,
     db: opt.Db = None,
@@ -208,6 +239,7 @@ def flush_cmd(
     from nemori_cli.pipeline.runner import Pipeline
     from nemori_cli.store import messages as message_sql
 
+    _check_budget(max_tokens)
     settings = opt.settings(db, user, model, embedder)
     store = deps.open_db(settings, create=False)
     if message_sql.count_pending(store, settings.user) == 0:
@@ -220,11 +252,16 @@ def flush_cmd(
     llm = deps.build_llm(settings)
     emb = deps.build_embedder(settings, store)
     pipeline = Pipeline(store, settings.user, llm, emb, window=window, profile=resolve(store, {}), semantic=deps.semantic_settings(settings))
-    report = _process(pipeline, flush=True, show_progress=_want_progress(progress), user=settings.user)
-    _print_report(report, None, json_out)
+    report = _process(pipeline, flush=True, show_progress=_want_progress(progress), user=settings.user, max_tokens=max_tokens)
+    _print_report(report, None, json_out, max_tokens)
 
 
-def _print_report(report, source: str | None, json_out: bool) -> None:
+def _print_report(report, source: str | None, json_out: bool, max_tokens: int | None = None) -> None:
+    if report.stopped_by_budget:  # on stderr in both modes: stdout stays the report
+        sys.stderr.write(
+            f"nemori: token budget of {max_tokens} reached after {report.tokens_used} tokens; {report.pending} messages pending; "
+            "rerun the same command (or `nemori flush`) to continue\n"
+        )
     if json_out:
         print_json({"source": source, **vars(report), "seconds": round(report.seconds, 2)})
         return

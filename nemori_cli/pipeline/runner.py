@@ -49,6 +49,8 @@ class IngestReport:
     windows: int = 0
     pending: int = 0
     seconds: float = 0.0
+    tokens_used: int = 0  # prompt + output tokens of the LLM calls this run wrote
+    stopped_by_budget: bool = False  # max_tokens was reached with work left; a rerun resumes
 
 
 class Pipeline:
@@ -76,6 +78,7 @@ class Pipeline:
         self.integration = integration
         self.consolidator = consolidate.Consolidator(llm, consolidation)
         self.continuation_check = integrate.SelfCheck(llm)
+        self.tokens_used = 0  # this run's, counted as _episode drains the call log
 
     def store(self, incoming: list[IncomingMessage], namespace: str = "") -> int:
         """Store new messages (all or none) and the profile; returns how many were new."""
@@ -84,15 +87,23 @@ class Pipeline:
             record(self.db, self.profile)
             return message_sql.insert_messages(self.db, self.user, incoming, namespace)
 
-    def process(self, *, flush: bool, progress: Progress | None = None) -> IngestReport:
+    def process(self, *, flush: bool, progress: Progress | None = None, max_tokens: int | None = None) -> IngestReport:
         """Turn pending messages into episodes, window by window.
 
         Without ``flush``, a tail shorter than the window waits for more
         messages; the last group of a full window also waits, because the
         conversation it belongs to may go on in the next messages.
+        With ``max_tokens``, no episode is started once this run's calls have
+        used that many tokens; the first always is, so every run makes progress.
         """
         report = IngestReport()
         started = time.perf_counter()
+        self.tokens_used = 0
+
+        def over_budget() -> bool:
+            report.stopped_by_budget = max_tokens is not None and self.tokens_used >= max_tokens
+            return report.stopped_by_budget
+
         with self.db.transaction():
             record(self.db, self.profile)  # a database made before profiles existed gets one now
         total = message_sql.count_pending(self.db, self.user)
@@ -102,19 +113,24 @@ class Pipeline:
         while True:
             window = message_sql.pending(self.db, self.user, limit=self.window)
             full = len(window) >= self.window
-            if not window or (not full and not flush):
+            if not window or (not full and not flush) or over_budget():
                 break
             more_after = message_sql.count_pending(self.db, self.user) > len(window)
             groups = partition(window, self.llm, self.embedder, self.partition_settings)
             if len(groups) > 1 and (more_after or not flush):
                 groups = groups[:-1]  # carried into the next window
             for group in groups:
+                if over_budget():  # the rest of this window is partitioned again next run
+                    break
                 self._episode(group, report)
                 done += len(group.messages)
                 if progress:
                     progress(done, total)
             report.windows += 1
+            if report.stopped_by_budget:
+                break
         report.pending = message_sql.count_pending(self.db, self.user)
+        report.tokens_used = self.tokens_used
         if report.windows:
             self.db.checkpoint()
         report.seconds = time.perf_counter() - started
@@ -134,7 +150,10 @@ class Pipeline:
                 summary.fold_in(self.db, self.user, self.llm, draft, episode_id)
             elif self.profile.facts:
                 report.facts += self._facts(draft, group, vector, episode_id)
-            telemetry.write(self.db, self.user, *self.llm.log.drain())
+            calls, events = self.llm.log.drain()
+            telemetry.write(self.db, self.user, calls, events)
+        # Counted once the transaction has committed: what a budget measures is work kept.
+        self.tokens_used += sum(c.prompt_tokens + c.completion_tokens for c in calls)
 
     def _index_text(self, draft: EpisodeDraft, messages) -> str | None:
         """What the indexes hold for an episode: its narrative (N), or its raw messages (P)."""

@@ -1,0 +1,178 @@
+"""`nemori ingest --dry-run`: what an ingest would do and cost, with nothing written and no model loaded.
+
+The input has already been read and validated by the same code as a real
+ingest. Here the database is only looked at (store/readonly.py; a missing one
+is not created), the messages that would be new are found with the same
+identity key insert_messages uses, and the cost is estimated (estimate.py)
+at the best rates known for the model (rates.py). Presets are read from
+models.toml, but no model file or embedder is opened.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from nemori_cli.cli.render import console, print_json
+from nemori_cli.config import Settings, load_presets, resolve_embedder, resolve_llm
+from nemori_cli.domain import IncomingMessage
+from nemori_cli.estimate import Estimate, estimate
+from nemori_cli.memory.profile import Profile
+from nemori_cli.store import messages as message_sql
+from nemori_cli.store.db import Database
+
+_KEYS_PER_QUERY = 500  # well under SQLite's limit on bound parameters
+
+_RATES_SOURCE = {
+    "this database": "measured from this database's earlier ingests with this model",
+    "nemori doctor": "measured by `nemori doctor` on this machine",
+    "built-in": "rough built-in figures for this preset; `nemori doctor` or an earlier ingest replaces them",
+    "generic default": "a conservative default (nothing measured for this model); `nemori doctor` measures it",
+}
+
+
+def _open(path: Path) -> Database | None:
+    """The database to look at, or None when an ingest would create it."""
+    if not path.is_file() or path.stat().st_size == 0:  # SQLite treats an empty file as a new database
+        return None
+    from nemori_cli.store.readonly import ReadOnlyDatabase
+
+    return ReadOnlyDatabase(path)
+
+
+def _stored_keys(db: Database, user: str, keys: list[str]) -> set[str]:
+    found: set[str] = set()
+    for i in range(0, len(keys), _KEYS_PER_QUERY):
+        chunk = keys[i : i + _KEYS_PER_QUERY]
+        marks = ",".join("?" * len(chunk))
+        rows = db.query(f"SELECT msg_key FROM messages WHERE user_id = ? AND msg_key IN ({marks})", (user, *chunk))
+        found.update(r["msg_key"] for r in rows)
+    return found
+
+
+def plan(
+    settings: Settings,
+    incoming: list[IncomingMessage],
+    namespace: str,
+    *,
+    window: int,
+    profile_of: Callable[[Database], Profile],
+    max_tokens: int | None = None,
+) -> dict:
+    """Everything the dry run reports, as one JSON-ready dict; raises the errors an ingest would."""
+    from nemori_cli import rates
+
+    presets = load_presets()
+    llm = resolve_llm(presets, settings.model)  # an unknown --model fails here as in ingest
+    embedder = resolve_embedder(presets, settings.embedder)
+    db = _open(settings.db_path)
+    try:
+        if db is not None and embedder.dimensions:
+            db.check_embedder(f"{embedder.model_name}:{embedder.dimensions}")
+        # A new file would get the defaults overridden by the flags; an empty
+        # in-memory database stands in for it (nothing touches the disk).
+        stand_in = db if db is not None else Database(Path(":memory:"))
+        try:
+            profile = profile_of(stand_in)
+        finally:
+            if stand_in is not db:
+                stand_in.close()
+
+        # Keys as insert_messages computes them; were two lines to share one,
+        # it would keep the first (the readers refuse repeated ids, so they don't).
+        first: dict[str, int] = {}
+        for msg, key in zip(incoming, message_sql.keys_for(incoming, namespace)):
+            first.setdefault(key, len(msg.content))
+        stored = _stored_keys(db, settings.user, list(first)) if db is not None else set()
+        new = {k: chars for k, chars in first.items() if k not in stored}
+        pending = (
+            db.one(
+                "SELECT count(*) AS n, coalesce(sum(length(content)), 0) AS chars"
+                " FROM messages WHERE user_id = ? AND episode_id IS NULL",
+                (settings.user,),
+            )
+            if db is not None
+            else {"n": 0, "chars": 0}
+        )
+        model_id = rates.model_id(llm)
+        found = rates.best(db, settings.user, model_id, llm.name, cache_dir=settings.cache_dir)
+    finally:
+        if db is not None:
+            db.close()
+
+    est = estimate(
+        len(new) + int(pending["n"]),
+        sum(new.values()) + int(pending["chars"]),
+        window=window,
+        profile=profile,
+        rates=found,
+    )
+    data = {
+        "dry_run": True,
+        "db": str(settings.db_path),
+        "db_exists": db is not None,
+        "user": settings.user,
+        "model": model_id,
+        "method": profile.describe(),
+        "read": len(incoming),
+        "new": len(new),
+        "already_stored": len(stored),
+        "pending": int(pending["n"]),
+        **_estimate_json(est),
+    }
+    if max_tokens is not None:
+        per_message = est.tokens / est.messages if est.messages else 0
+        within = est.messages if per_message == 0 else min(est.messages, int(max_tokens // per_message))
+        data.update(max_tokens=max_tokens, messages_within_budget=within)
+    return data
+
+
+def _estimate_json(est: Estimate) -> dict:
+    r = est.rates
+    return {
+        "messages": est.messages,
+        "characters": est.characters,
+        "windows": est.windows,
+        "episodes": est.episodes,
+        "calls": est.calls,
+        "total_calls": est.total_calls,
+        "prompt_tokens": est.prompt_tokens,
+        "output_tokens": est.output_tokens,
+        "tokens": est.tokens,
+        "minutes": round(est.seconds / 60, 1),
+        "rates": {
+            "source": r.source,
+            "prompt_tps": round(r.prompt_tps, 1),
+            "output_tps": round(r.output_tps, 1),
+            "prompt_tokens_per_char": round(r.prompt_tokens_per_char, 4),
+            "output_tokens_per_char": round(r.output_tokens_per_char, 4),
+            "seconds_per_char": round(r.seconds_per_char, 5),
+        },
+    }
+
+
+def render(data: dict, source: str, json_out: bool) -> None:
+    if json_out:
+        print_json({"source": source, **data})
+        return
+    calls = ", ".join(f"{stage} {n}" for stage, n in data["calls"].items())
+    where = data["db"] if data["db_exists"] else f"{data['db']} (does not exist yet)"
+    lines = [
+        f"dry run: nothing written, no model loaded; database {where}, user {data['user']}",
+        f"read {data['read']} messages from {source}: {data['new']} new, {data['already_stored']} already stored; "
+        f"{data['pending']} already pending",
+        f"to process: {data['messages']} messages, {data['characters']:,} characters, "
+        f"in about {data['windows']} windows and {data['episodes']} episodes ({data['method']})",
+        f"LLM calls: about {data['total_calls']} ({calls})" if data["total_calls"] else "LLM calls: none",
+        f"tokens: about {data['prompt_tokens']:,} prompt + {data['output_tokens']:,} output; "
+        f"about {data['minutes']:.1f} minutes of LLM time with model {data['model']}",
+        f"rates: {data['rates']['source']} ({_RATES_SOURCE.get(data['rates']['source'], 'saved rates')})",
+    ]
+    if "max_tokens" in data:
+        lines.append(
+            f"--max-tokens {data['max_tokens']:,}: would stop after about {data['messages_within_budget']} "
+            f"of the {data['messages']} messages"
+        )
+    out = console()
+    for line in lines:
+        out.print(line, markup=False, highlight=False, soft_wrap=True)  # no hard wraps in piped output

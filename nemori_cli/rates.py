@@ -1,0 +1,189 @@
+"""How fast a model works and how many tokens an ingest spends: the figures cost estimates scale.
+
+Three sources, best first (see ``best``): the call log of earlier ingests in
+the same database (the machine, model and method that will do the work),
+rates that `nemori doctor` measured and saved in the cache directory, and
+rough built-in figures per preset. Costs are counted per character of
+message content because that is what a dry run can see before any model runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+from nemori_cli import measured
+
+RATES_FILE = "rates.json"
+
+# Stages an ingest runs; `answer` (ask) and benchmark judges are left out so
+# that questions asked of a memory do not count as the cost of building it.
+INGEST_STAGES = ("partition", "narration", "integration", "prediction", "distillation", "consolidation", "summary")
+
+
+@dataclass(frozen=True)
+class Rates:
+    prompt_tps: float  # prompt tokens processed per second
+    output_tps: float  # output tokens generated per second
+    prompt_tokens_per_char: float  # LLM prompt tokens spent per character of message content ingested
+    output_tokens_per_char: float
+    seconds_per_char: float  # LLM wall seconds per character of message content ingested
+    source: str  # where the figures come from: "this database", "nemori doctor", "built-in", "generic default"
+
+
+def _scaled(base: Rates, speedup: float, source: str = "built-in") -> Rates:
+    """The same prompts and token counts on a model ``speedup`` times as fast."""
+    return Rates(
+        prompt_tps=base.prompt_tps * speedup,
+        output_tps=base.output_tps * speedup,
+        prompt_tokens_per_char=base.prompt_tokens_per_char,
+        output_tokens_per_char=base.output_tokens_per_char,
+        seconds_per_char=base.seconds_per_char / speedup,
+        source=source,
+    )
+
+
+# Rough figures, good to a factor of two at best: one ingest on one 2-core
+# machine (measured.py: conv-26 sessions 1-5 with `small`, 22,006 prompt and
+# 2,563 output tokens in about 405 s; prompt ~80 tok/s, output ~25 tok/s).
+# `tiny` and `base` are scaled from it by their observed speed (about 4x
+# faster, about 3x slower) with the same tokens per character: the prompts are
+# the same and the tokenizers close. `nemori doctor` (measured on this machine)
+# or an earlier ingest into the same database replaces them.
+_SMALL = Rates(
+    prompt_tps=80.0,
+    output_tps=25.0,
+    prompt_tokens_per_char=measured.PROMPT_TOKENS / measured.CHARACTERS,
+    output_tokens_per_char=measured.OUTPUT_TOKENS / measured.CHARACTERS,
+    seconds_per_char=measured.LLM_SECONDS / measured.CHARACTERS,
+    source="built-in",
+)
+BUILTIN: dict[str, Rates] = {
+    "small": _SMALL,
+    "tiny": _scaled(_SMALL, 4.0),
+    "base": _scaled(_SMALL, 1 / 3),
+}
+
+# For a model nothing is known about (a GGUF of the user's, an endpoint):
+# assume the slowest preset rather than promise too little.
+GENERIC = Rates(**{**asdict(BUILTIN["base"]), "source": "generic default"})
+
+# How much slower a token is generated than read, from the built-in figures;
+# used to split a database's call time (one number per call) into two speeds.
+_OUTPUT_SLOWDOWN = _SMALL.prompt_tps / _SMALL.output_tps
+
+
+def model_id(preset) -> str:
+    """The id a preset's backend logs its calls under, without loading it.
+
+    Mirrors the backends (llm/llamacpp.py: the preset name; llm/openai_compat.py:
+    "name (model)") so that rates found by model id match the calls table.
+    """
+    if preset.kind == "openai":
+        return f"{preset.name} ({preset.model})"
+    return preset.name
+
+
+# -- saved rates (nemori doctor) ----------------------------------------------
+def _default_cache_dir() -> Path:
+    from nemori_cli.config import Settings
+
+    return Settings.from_env().cache_dir
+
+
+def _read_all(path: Path) -> dict:
+    """The saved rates by model id; an unreadable file counts as none saved (it is only a cache)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    models = data.get("models") if isinstance(data, dict) else None
+    return models if isinstance(models, dict) else {}
+
+
+def save(model_id: str, rates: Rates, cache_dir: Path | None = None) -> None:
+    """Record a model's rates in the cache directory's rates.json, replacing its earlier ones.
+
+    Written to a temporary file and renamed over the old one, so a reader (or a
+    crash) never sees half a file. Two concurrent saves can lose one of them;
+    a lost measurement is only a worse estimate.
+    """
+    directory = Path(cache_dir) if cache_dir is not None else _default_cache_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / RATES_FILE
+    models = _read_all(path)
+    models[model_id] = asdict(rates)
+    fd, tmp = tempfile.mkstemp(prefix=".rates-", suffix=".json", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump({"models": models}, f, indent=2, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load(model_id: str, cache_dir: Path | None = None) -> Rates | None:
+    directory = Path(cache_dir) if cache_dir is not None else _default_cache_dir()
+    raw = _read_all(directory / RATES_FILE).get(model_id)
+    if not isinstance(raw, dict):
+        return None
+    try:
+        return Rates(**{f.name: raw[f.name] for f in fields(Rates)})
+    except (KeyError, TypeError):
+        return None  # written by another version: ignore rather than fail an ingest
+
+
+# -- rates from a database's own history ----------------------------------------
+def from_database(db, user: str, model_id: str) -> Rates | None:
+    """Rates from the calls this model made while ingesting this user's messages; None without history.
+
+    Calls are logged per stage, not per message, so they are set against all
+    the characters that have an episode; when several models built this memory,
+    each is credited with the share of the characters matching its share of
+    the calls.
+    """
+    in_ingest = f"user_id = ? AND stage IN ({','.join('?' * len(INGEST_STAGES))})"
+    mine = db.one(
+        "SELECT count(*) AS calls, sum(prompt_tokens) AS p, sum(completion_tokens) AS c, sum(ms) AS ms"
+        f" FROM llm_calls WHERE {in_ingest} AND model = ?",
+        (user, *INGEST_STAGES, model_id),
+    )
+    if not mine or not mine["calls"]:
+        return None
+    everyone = db.one(f"SELECT count(*) AS calls FROM llm_calls WHERE {in_ingest}", (user, *INGEST_STAGES))
+    done = db.one("SELECT sum(length(content)) AS n FROM messages WHERE user_id = ? AND episode_id IS NOT NULL", (user,))
+    characters = int(done["n"] or 0) * mine["calls"] / everyone["calls"]
+    prompt, output = int(mine["p"] or 0), int(mine["c"] or 0)
+    if characters <= 0 or prompt + output <= 0:
+        return None
+    # A fake or cached model can log 0 ms; a floor keeps the speeds finite.
+    seconds = max(float(mine["ms"] or 0) / 1000, 1e-3)
+    # One time per call covers reading and writing; split it assuming output
+    # tokens cost _OUTPUT_SLOWDOWN times a prompt token, as measured above.
+    prompt_tps = (prompt + _OUTPUT_SLOWDOWN * output) / seconds
+    return Rates(
+        prompt_tps=prompt_tps,
+        output_tps=prompt_tps / _OUTPUT_SLOWDOWN,
+        prompt_tokens_per_char=prompt / characters,
+        output_tokens_per_char=output / characters,
+        seconds_per_char=seconds / characters,
+        source="this database",
+    )
+
+
+def best(db, user: str, model_id: str, preset_name: str | None = None, cache_dir: Path | None = None) -> Rates:
+    """This database's history, else saved `nemori doctor` rates, else built-in, else the generic default."""
+    if db is not None:
+        found = from_database(db, user, model_id)
+        if found is not None:
+            return found
+    saved = load(model_id, cache_dir)
+    if saved is not None:
+        return saved
+    return BUILTIN.get(model_id) or BUILTIN.get(preset_name or "") or GENERIC

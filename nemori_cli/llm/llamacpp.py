@@ -1,8 +1,10 @@
 """llama.cpp in-process through llama-cpp-python, with JSON-schema grammars.
 
-llama-cpp-python keeps the KV cache of the previous prompt and reuses the
-longest common prefix, so prompts are laid out fixed-instructions-first and
-the pipeline orders its calls by stage; one Llama object per process.
+llama-cpp-python reuses the KV cache of the previous prompt's longest common
+prefix; PrefixStates extends that to the last few prompts, so the shared
+system message and a window's conversation are read once (see
+llm/prefix_states.py). NEMORI_PREFIX_CACHE=0 turns the snapshots off, for
+measuring what they save. One Llama object per process.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 
 from nemori_cli.errors import ModelError
 from nemori_cli.llm.base import ChatMessages, RawCompletion
+from nemori_cli.llm.prefix_states import PrefixStates, prompt_key
 
 
 def default_threads() -> int:
@@ -44,6 +47,8 @@ class LlamaCppBackend:
             )
         except (ValueError, RuntimeError) as e:
             raise ModelError(f"model {name}: llama.cpp cannot load {path} ({e})") from None
+        self.states = PrefixStates(self.llama)
+        self.states.enabled &= os.environ.get("NEMORI_PREFIX_CACHE", "1") != "0"
 
     def _grammar(self, schema: dict) -> str:
         """GBNF text for a schema, converted once per process per schema."""
@@ -66,6 +71,8 @@ class LlamaCppBackend:
             constraint = ShortlistGrammar(self.llama, self._grammar(schema))
         except ValueError as e:
             raise ModelError(f"model {self.model_id}: {e}") from None
+        key = prompt_key(messages)
+        self.states.before(key)
         try:
             out = self.llama.create_chat_completion(
                 messages=messages,
@@ -76,9 +83,14 @@ class LlamaCppBackend:
             )
         except ValueError as e:
             # llama.cpp raises ValueError when the prompt exceeds the context.
+            self.states.failed()
             raise ModelError(f"model {self.model_id}: {e}") from None
+        except BaseException:  # Ctrl-C mid-decode included
+            self.states.failed()
+            raise
         finally:
             constraint.close()
+        self.states.after(key)
         usage = out.get("usage") or {}
         text = out["choices"][0]["message"].get("content") or ""
         return RawCompletion(text, int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0)))

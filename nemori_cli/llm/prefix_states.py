@@ -1,0 +1,163 @@
+"""KV-cache snapshots of earlier prompts, so a shared prefix is read once.
+
+llama-cpp-python reuses the KV cache of the *previous* prompt only. The
+pipeline alternates stages (partition, narration, prediction, distillation...)
+and each call would otherwise throw away what the one before last had read:
+a window of twenty messages read for partitioning is read again for every
+episode's narration and distillation. On two cores that is most of the cost
+(about 80 prompt tokens per second with the 0.5B model here).
+
+So after every call we copy the sequence's KV state (a few MB: about 12 KB
+per token for Qwen2.5-0.5B) and, before the next call, restore the snapshot
+whose prompt shares the longest prefix with the new one when it shares more
+than what is live. llama-cpp-python then drops the non-shared tail and reads
+only the rest. Prompts are laid out for it: one system message for every
+stage, the conversation next, the stage's task last (prompts/layout.py).
+
+Snapshots are chosen by the characters of the chat messages: the chat
+template wraps every prompt the same way, so a longer shared text is a longer
+shared token prefix; llama-cpp-python compares the tokens exactly anyway.
+
+Everything here is an optimisation: if this llama-cpp-python lacks an API it
+uses, the cache turns itself off and calls behave exactly as before.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+# Restoring costs a copy; only worth it for a real gain.
+MIN_GAIN_CHARS = 64
+
+
+def prompt_key(messages: list[dict[str, str]]) -> str:
+    """The text a chat prompt is built from, in order; prefixes compare like the prompts'."""
+    return "".join(f"\x1e{m.get('role', '')}\x1f{m.get('content', '')}" for m in messages)
+
+
+def shared_chars(a: str, b: str) -> int:
+    return len(os.path.commonprefix([a, b]))
+
+
+@dataclass
+class Snapshot:
+    key: str
+    tokens: np.ndarray  # the token ids the KV state holds
+    state: bytes
+
+    @property
+    def size(self) -> int:
+        return len(self.state) + self.tokens.nbytes
+
+
+class PrefixStates:
+    """Up to ``slots`` snapshots of sequence 0, least recently used evicted first."""
+
+    def __init__(self, llama, *, slots: int = 8, max_bytes: int = 768 << 20):
+        self.llama = llama
+        self.slots = slots
+        self.max_bytes = max_bytes
+        self.snapshots: OrderedDict[str, Snapshot] = OrderedDict()
+        self.live_key = ""
+        self.enabled = _supported(llama)
+        self.restores = 0
+
+    # -- around one call ---------------------------------------------------
+    def before(self, key: str) -> None:
+        """Make the KV cache hold the snapshot sharing most with ``key``, if that beats what is live."""
+        if not self.enabled or not self.snapshots:
+            return
+        live = shared_chars(self.live_key, key)
+        best_key, best = None, live + MIN_GAIN_CHARS
+        for k in self.snapshots:
+            n = shared_chars(k, key)
+            if n > best:
+                best_key, best = k, n
+        if best_key is None:
+            return
+        snapshot = self.snapshots[best_key]
+        self.snapshots.move_to_end(best_key)
+        try:
+            self._restore(snapshot)
+        except Exception:  # an API that behaves differently: stop using snapshots, start clean
+            self.enabled = False
+            self.live_key = ""
+            self._reset()
+            return
+        self.live_key = best_key
+        self.restores += 1
+
+    def after(self, key: str) -> None:
+        """Remember the state just computed for ``key``."""
+        self.live_key = key
+        if not self.enabled:
+            return
+        try:
+            snapshot = self._capture(key)
+        except Exception:
+            self.enabled = False
+            return
+        for old in [k for k in self.snapshots if key.startswith(k)]:
+            del self.snapshots[old]  # a prefix of this one: this snapshot serves every prompt it would
+        self.snapshots[key] = snapshot
+        self.snapshots.move_to_end(key)
+        while len(self.snapshots) > self.slots or (
+            len(self.snapshots) > 1 and sum(s.size for s in self.snapshots.values()) > self.max_bytes
+        ):
+            self.snapshots.popitem(last=False)
+
+    def failed(self) -> None:
+        """A call broke off: what the cache holds is unknown to us, so nothing counts as live."""
+        self.live_key = ""
+
+    # -- llama.cpp state copies --------------------------------------------
+    def _capture(self, key: str) -> Snapshot:
+        import llama_cpp
+
+        ctx = self.llama._ctx.ctx
+        size = llama_cpp.llama_state_seq_get_size(ctx, 0)
+        buffer = (ctypes.c_uint8 * size)()
+        written = llama_cpp.llama_state_seq_get_data(ctx, buffer, size, 0)
+        if written == 0 or written > size:
+            raise RuntimeError("llama_state_seq_get_data copied nothing")
+        n = int(self.llama.n_tokens)
+        return Snapshot(key, np.array(self.llama.input_ids[:n], dtype=np.intc), bytes(buffer)[:written])
+
+    def _restore(self, snapshot: Snapshot) -> None:
+        import llama_cpp
+
+        llama = self.llama
+        ctx = llama._ctx.ctx
+        llama._ctx.kv_cache_seq_rm(0, -1, -1)
+        data = (ctypes.c_uint8 * len(snapshot.state)).from_buffer_copy(snapshot.state)
+        if llama_cpp.llama_state_seq_set_data(ctx, data, len(snapshot.state), 0) == 0:
+            raise RuntimeError("llama_state_seq_set_data restored nothing")
+        n = len(snapshot.tokens)
+        llama.input_ids[:n] = snapshot.tokens
+        llama.n_tokens = n
+        # The logits on hand belong to another prompt: make generate() decode
+        # at least one token of the new prompt before it samples.
+        llama._requires_eval = True
+
+    def _reset(self) -> None:
+        try:
+            self.llama.reset()
+            self.llama._ctx.kv_cache_clear()
+        except Exception:
+            pass
+
+
+def _supported(llama) -> bool:
+    try:
+        import llama_cpp
+
+        return all(
+            hasattr(llama_cpp, name) for name in ("llama_state_seq_get_size", "llama_state_seq_get_data", "llama_state_seq_set_data")
+        ) and all(hasattr(llama, attr) for attr in ("_ctx", "input_ids", "n_tokens"))
+    except ImportError:
+        return False

@@ -8,7 +8,8 @@ from typing import Literal
 from pydantic import BaseModel, Field, create_model, field_validator
 
 from nemori_cli.domain import Hit
-from nemori_cli.prompts.render import clip, message_lines, when
+from nemori_cli.pipeline.timeexpr import format_date
+from nemori_cli.prompts.render import clip, message_lines
 
 ANSWER_MAX = 400
 
@@ -35,6 +36,11 @@ def schema_for(ids: tuple[int, ...]) -> type[BaseModel]:
     )
 
 
+def day(hit: Hit) -> str:
+    """The date a memory is from, without the time of day (see message_lines)."""
+    return format_date(hit.start.date())
+
+
 def render_memories(hits: list[Hit], raw_for_top: int, context: str = "narrative", message_limit: int = 200) -> str:
     """Episodes with ids (citable), then facts with the date they were said, then the running summary.
 
@@ -48,16 +54,17 @@ def render_memories(hits: list[Hit], raw_for_top: int, context: str = "narrative
     blocks = []
     for rank, hit in enumerate(episodes):
         if context == "messages" and hit.messages:
-            lines = message_lines(hit.messages, numbered=False, limit=message_limit).splitlines()
-            blocks.append(f"[{hit.id}] ({when(hit.start)}) {hit.title}:\n" + "\n".join("  " + line for line in lines))
+            lines = message_lines(hit.messages, numbered=False, limit=message_limit, clock=False).splitlines()
+            blocks.append(f"[{hit.id}] ({day(hit)}) {hit.title}:\n" + "\n".join("  " + line for line in lines))
             continue
-        block = f"[{hit.id}] ({when(hit.start)}) {hit.title}: {clip(hit.text, 900)}"
+        block = f"[{hit.id}] ({day(hit)}) {hit.title}: {clip(hit.text, 900)}"
         if rank < raw_for_top and hit.messages:
-            block += "\n  Messages:\n" + "\n".join("  " + line for line in message_lines(hit.messages, numbered=False, limit=200).splitlines())
+            raw = message_lines(hit.messages, numbered=False, limit=200, clock=False).splitlines()
+            block += "\n  Messages:\n" + "\n".join("  " + line for line in raw)
         blocks.append(block)
     if facts:
         blocks.append("Facts:")
-        blocks.extend(f"- ({when(h.start)}) {clip(h.text, 300)}" for h in facts)
+        blocks.extend(f"- ({day(h)}) {clip(h.text, 300)}" for h in facts)
     for h in summaries:
         blocks.append(f"Summary of everything so far:\n{clip(h.text, 2400)}")
     return "\n".join(blocks)

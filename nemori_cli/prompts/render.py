@@ -19,19 +19,24 @@ def clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
-def message_lines(messages: Sequence[Message], *, numbered: bool, limit: int = 400) -> str:
+def message_lines(messages: Sequence[Message], *, numbered: bool, limit: int = 400, clock: bool = True) -> str:
     """One line per message; relative times annotated with the date they mean.
 
     The date is written only when it changes, which keeps a window of twenty
-    same-day messages short.
+    same-day messages short. Without ``clock`` the time of day is left out:
+    answer prompts show dates only, because a small model shown "13:56"
+    answers "when did..." with the clock time.
     """
     lines = []
     last_day = None
     for i, m in enumerate(messages, start=1):
         day = m.timestamp.date()
-        stamp = when(m.timestamp) if day != last_day else f"{m.timestamp:%H:%M}"
+        if clock:
+            stamp = f"({when(m.timestamp)}) " if day != last_day else f"({m.timestamp:%H:%M}) "
+        else:
+            stamp = f"({format_date(day)}) " if day != last_day else ""
         last_day = day
         text = clip(annotate_relative_times(m.content, m.timestamp), limit)
         prefix = f"[{i}] " if numbered else ""
-        lines.append(f"{prefix}({stamp}) {m.speaker}: {text}")
+        lines.append(f"{prefix}{stamp}{m.speaker}: {text}")
     return "\n".join(lines)

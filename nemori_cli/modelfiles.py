@@ -50,7 +50,7 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _verified_marker(cache_dir: Path, path: Path, sha: str) -> Path:
+def verified_marker(cache_dir: Path, path: Path, sha: str) -> Path:
     # Hashing a 1 GB file costs seconds; remember a file we checked, keyed by
     # its size and mtime so a changed file is checked again.
     st = path.stat()
@@ -59,7 +59,7 @@ def _verified_marker(cache_dir: Path, path: Path, sha: str) -> Path:
 
 
 def _check_sha(path: Path, sha: str, cache_dir: Path, label: str) -> None:
-    marker = _verified_marker(cache_dir, path, sha)
+    marker = verified_marker(cache_dir, path, sha)
     if marker.exists():
         return
     actual = sha256_of(path)

@@ -135,8 +135,7 @@ def _already_verified(preset: LLMPreset, cache_dir: Path) -> bool:
     if path is None or not path.is_file() or not preset.sha256:
         return False
     # modelfiles keys its marker by path, size, mtime and sha256; ask it rather than copy the scheme.
-    marker = getattr(modelfiles, "_verified_marker", None)
-    return bool(marker and marker(cache_dir, path, preset.sha256).exists())
+    return modelfiles.verified_marker(cache_dir, path, preset.sha256).exists()
 
 
 def endpoint(preset: LLMPreset) -> Check:

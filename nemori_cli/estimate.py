@@ -17,7 +17,8 @@ from nemori_cli.memory.profile import Profile
 from nemori_cli.rates import Rates
 
 # Ratios of the reference run (conv-26 sessions 1-5 with `small`: 92 messages,
-# 7 partition, 15 narration, 8 prediction, 15 distillation, 2 consolidation,
+# 7 partition, 15 narration, 8 prediction (4 in a later run of the same slice:
+# what is evoked varies with the wording of the facts), 15 distillation, 2 consolidation,
 # 1 integration calls).
 MESSAGES_PER_EPISODE = 6.0  # 92 messages made 15 episodes
 NARRATION_PER_EPISODE = 1.0  # 15 / 15: every episode is narrated once

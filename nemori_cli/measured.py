@@ -3,8 +3,10 @@
 One measured run, recorded here once so that the rates (rates.py) and the call
 counts (estimate.py) agree with each other: LoCoMo `conv-26`, sessions 1-5,
 ingested with the `small` preset (Qwen2.5-Coder-0.5B, Q4_K_M) on a 2-core
-machine, default method (native memory, prediction, integration). Source:
-docs/bench/locomo-conv26-1-5-small/report.json (the `nemori` system's costs).
+machine, default method (native memory, prediction, integration), with the
+KV snapshots of llm/prefix_states.py. Source:
+docs/bench/perf-after-small/report.json (the `nemori` system's costs; the run
+before the snapshots took 380.8 s, docs/PERFORMANCE.md).
 
 The characters are those of the messages' content as
 `pipeline.readers.read_locomo` reads them (speaker names and timestamps not
@@ -28,17 +30,19 @@ MESSAGES = 92
 CHARACTERS = 14_379
 EPISODES = 15
 WINDOW = 20
-INGEST_SECONDS = 405.3  # wall time of the whole ingest, embedding included
+INGEST_SECONDS = 316.75  # wall time of the whole ingest, embedding included
 
+# Prompt tokens are those given to llama.cpp, including the ones it took from
+# a KV snapshot rather than read again; the seconds are what they cost.
 STAGES: dict[str, StageCost] = {
-    "partition": StageCost(7, 5_862, 126, 82.31),
-    "narration": StageCost(15, 6_227, 1_638, 159.91),
-    "integration": StageCost(1, 178, 6, 2.28),
-    "prediction": StageCost(8, 800, 298, 23.32),
-    "distillation": StageCost(15, 8_696, 483, 129.25),
-    "consolidation": StageCost(2, 243, 12, 5.53),
+    "partition": StageCost(7, 5_862, 126, 77.79),
+    "narration": StageCost(15, 6_227, 1_574, 133.78),
+    "integration": StageCost(1, 178, 6, 2.15),
+    "prediction": StageCost(4, 403, 182, 11.39),
+    "distillation": StageCost(15, 8_640, 554, 86.91),
+    "consolidation": StageCost(2, 243, 12, 2.28),
 }
 
-PROMPT_TOKENS = sum(s.prompt_tokens for s in STAGES.values())  # 22,006
-OUTPUT_TOKENS = sum(s.output_tokens for s in STAGES.values())  # 2,563
-LLM_SECONDS = sum(s.seconds for s in STAGES.values())  # 402.6 of the 405.3 s
+PROMPT_TOKENS = sum(s.prompt_tokens for s in STAGES.values())  # 21,553
+OUTPUT_TOKENS = sum(s.output_tokens for s in STAGES.values())  # 2,454
+LLM_SECONDS = sum(s.seconds for s in STAGES.values())  # 314.3 of the 316.75 s

@@ -47,8 +47,9 @@ def _scaled(base: Rates, speedup: float, source: str = "built-in") -> Rates:
 
 
 # Rough figures, good to a factor of two at best: one ingest on one 2-core
-# machine (measured.py: conv-26 sessions 1-5 with `small`, 22,006 prompt and
-# 2,563 output tokens in about 405 s; prompt ~80 tok/s, output ~25 tok/s).
+# machine (measured.py: conv-26 sessions 1-5 with `small`, 21,553 prompt and
+# 2,454 output tokens in about 315 s of LLM time; llama.cpp itself reads about
+# 85 prompt tok/s and writes about 23 tok/s there, docs/PERFORMANCE.md).
 # `tiny` and `base` are scaled from it by their observed speed (about 4x
 # faster, about 3x slower) with the same tokens per character: the prompts are
 # the same and the tokenizers close. `nemori doctor` (measured on this machine)

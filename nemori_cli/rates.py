@@ -179,12 +179,36 @@ def from_database(db, user: str, model_id: str) -> Rates | None:
 
 
 def best(db, user: str, model_id: str, preset_name: str | None = None, cache_dir: Path | None = None) -> Rates:
-    """This database's history, else saved `nemori doctor` rates, else built-in, else the generic default."""
+    """This database's history, else `nemori doctor`'s speeds on built-in token counts, else built-in, else generic."""
     if db is not None:
         found = from_database(db, user, model_id)
         if found is not None:
             return found
+    reference = BUILTIN.get(model_id) or BUILTIN.get(preset_name or "") or GENERIC
     saved = load(model_id, cache_dir)
     if saved is not None:
-        return saved
-    return BUILTIN.get(model_id) or BUILTIN.get(preset_name or "") or GENERIC
+        return with_speeds_of(saved, reference)
+    return reference
+
+
+def with_speeds_of(measured_rates: Rates, reference: Rates) -> Rates:
+    """The doctor's speeds applied to the token counts of a real ingest.
+
+    The doctor's sample is 12 short messages, so each call's fixed
+    instructions weigh far more per character than in a real conversation:
+    its tokens per character ran about 2x the reference ingest's, and an
+    estimate built on them came out 2.6x too long (docs/PERFORMANCE.md). What
+    the probe measures well is how fast this model reads and writes on this
+    machine; the reference run's time is scaled by that.
+    """
+    p, o = reference.prompt_tokens_per_char, reference.output_tokens_per_char
+    at_reference = p / reference.prompt_tps + o / reference.output_tps
+    at_measured = p / measured_rates.prompt_tps + o / measured_rates.output_tps
+    return Rates(
+        prompt_tps=measured_rates.prompt_tps,
+        output_tps=measured_rates.output_tps,
+        prompt_tokens_per_char=p,
+        output_tokens_per_char=o,
+        seconds_per_char=reference.seconds_per_char * at_measured / at_reference,
+        source=measured_rates.source,
+    )

@@ -151,7 +151,12 @@ def test_rates_source_follows_what_is_known(cache, tmp_path):
     rates.save("tiny", Rates(500.0, 90.0, 2.0, 0.2, 0.01, "nemori doctor"), cache)
     plan = _dry(EXAMPLE, "--db", db, "--model", "tiny")
     assert plan["rates"]["source"] == "nemori doctor"
-    assert plan["prompt_tokens"] == round(plan["characters"] * 2.0)  # the default method: every stage runs
+    # The probe's speeds, on the token counts of a real ingest (its 12-message
+    # sample overstates tokens per character); 4x the built-in tiny speed.
+    tiny = rates.BUILTIN["tiny"]
+    assert plan["rates"]["prompt_tps"] == 500.0 and plan["rates"]["prompt_tokens_per_char"] == pytest.approx(tiny.prompt_tokens_per_char, rel=1e-3)
+    assert plan["prompt_tokens"] == round(plan["characters"] * tiny.prompt_tokens_per_char)
+    assert plan["rates"]["seconds_per_char"] < tiny.seconds_per_char
 
 
 def test_method_flags_change_the_calls(cache, tmp_path):

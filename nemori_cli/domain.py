@@ -78,10 +78,42 @@ class Fact:
 
 
 @dataclass(frozen=True)
+class Note:
+    """An A-MEM note: one memory with the attributes the model gave it, and its links."""
+
+    id: int
+    user: str
+    content: str
+    timestamp: datetime  # when what it says happened
+    keywords: tuple[str, ...]
+    tags: tuple[str, ...]
+    context: str
+    origin: str  # model | fallback: where the attributes came from
+    message_id: int | None  # made from this message (--memory amem)
+    episode_id: int | None  # made from a fact of this episode (--memory nemori+amem)
+    created_at: str
+    updated_at: str | None = None  # last evolved
+    links: tuple[int, ...] = ()  # ids of the notes it is linked to
+
+
+@dataclass(frozen=True)
+class NoteChange:
+    """One change memory evolution made to a note: which field, from what, to what, and why (which new note)."""
+
+    id: int
+    note_id: int
+    made_by: int | None
+    field: str  # context | tags
+    before: str
+    after: str
+    created_at: str
+
+
+@dataclass(frozen=True)
 class Hit:
     """One retrieved memory with its fused score and the ranks that made it."""
 
-    kind: str  # "episode" | "fact" | "summary" (later: "note")
+    kind: str  # "episode" | "fact" | "summary" | "note"
     id: int
     score: float
     title: str
@@ -92,6 +124,8 @@ class Hit:
     text_rank: int | None = None
     similarity: float | None = None  # cosine similarity, when the vector index found it
     messages: tuple[Message, ...] = field(default_factory=tuple)
+    linked_from: int | None = None  # a note retrieved because a top note links to it
+    context: str = ""  # a note's one-sentence context
 
 
 @dataclass(frozen=True)

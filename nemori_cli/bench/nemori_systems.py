@@ -12,11 +12,12 @@ from dataclasses import replace
 
 from nemori_cli.bench.systems import Progress, Reply, Shared, Storage, System, answer_from, register, register_group
 from nemori_cli.domain import IncomingMessage
-from nemori_cli.memory.profile import DEFAULT, MEMORY_MODES, Profile
+from nemori_cli.memory.profile import DEFAULT, MEMORY_MODES, NOTE_MODES, Profile
 from nemori_cli.pipeline import summary
 from nemori_cli.pipeline.runner import Pipeline
 from nemori_cli.retrieval.search import SearchOptions, search
 from nemori_cli.store import messages as message_sql
+from nemori_cli.store import notes as note_sql
 from nemori_cli.store.db import Database
 
 PAPER_SEARCH = SearchOptions(k=10, facts=20, raw_for_top=2)  # the paper's k, m = 2k and r
@@ -41,10 +42,7 @@ class NemoriSystem(System):
         text, prompt_tokens, completion_tokens, answer_ms, failed = answer_from(
             shared, question, hits, today=today, raw_for_top=self.options.raw_for_top, context=self.options.context
         )
-        episode_ids = [h.id for h in hits if h.kind == "episode"]
-        owned = message_sql.of_episodes(db, user, episode_ids) if episode_ids else {}
-        turns = tuple(m.source_id for e in episode_ids for m in owned.get(e, []) if m.source_id)
-        return Reply(text, turns, len(hits), prompt_tokens, completion_tokens, search_ms, answer_ms, failed)
+        return Reply(text, _turns(db, user, hits), len(hits), prompt_tokens, completion_tokens, search_ms, answer_ms, failed)
 
     def storage(self, db: Database, user: str, shared: Shared) -> Storage:
         episodes = db.query("SELECT title, narrative FROM episodes WHERE user_id = ? AND status = 'active'", (user,))
@@ -53,12 +51,42 @@ class NemoriSystem(System):
         latest = summary.current(db, user)
         if latest is not None:
             texts.append(latest[1])
+        # A note is stored with its attributes, and they are what it is found by: all counted.
+        notes = note_sql.list_all(db, user) if self.options.notes else []
+        notes_only = self.profile.memory == "nemori+amem" and self.options.k == 0
+        if notes_only:
+            texts = texts[len(episodes):]  # A-MEM's storage alone, as the Nemori paper compares it
+        texts += [note_sql.embedding_text(n.content, n.keywords, n.tags, n.context) for n in notes]
         return Storage(
             entries=len(texts),
             characters=sum(len(t) for t in texts),
             tokens=sum(shared.count_tokens(t) for t in texts),
-            detail={"episodes": len(episodes), "facts": len(facts), "summary": int(latest is not None)},
+            detail={
+                "episodes": 0 if notes_only else len(episodes),
+                "facts": len(facts),
+                "summary": int(latest is not None),
+                "notes": len(notes),
+                "links": sum(len(n.links) for n in notes) // 2,
+                "evolved": _evolved(db, user),
+            },
         )
+
+
+def _evolved(db: Database, user: str) -> int:
+    row = db.one("SELECT count(DISTINCT e.note_id) AS n FROM note_evolutions e JOIN notes n ON n.id = e.note_id WHERE n.user_id = ?", (user,))
+    return int(row["n"]) if row else 0
+
+
+def _turns(db: Database, user: str, hits) -> tuple[str, ...]:
+    """Source ids of the raw turns behind what was retrieved: episodes' messages, notes' message or episode."""
+    episode_ids = [h.id for h in hits if h.kind == "episode"]
+    notes = note_sql.by_ids(db, user, [h.id for h in hits if h.kind == "note"])
+    episode_ids += [n.episode_id for n in notes.values() if n.episode_id is not None and n.episode_id not in episode_ids]
+    owned = message_sql.of_episodes(db, user, episode_ids) if episode_ids else {}
+    turns = [m.source_id for e in episode_ids for m in owned.get(e, []) if m.source_id]
+    messages = message_sql.by_ids(db, user, [n.message_id for n in notes.values() if n.message_id is not None])
+    turns += [m.source_id for m in messages.values() if m.source_id]
+    return tuple(dict.fromkeys(turns))
 
 
 _ABLATIONS = (
@@ -90,7 +118,7 @@ for _system in _ABLATIONS:
 # Every other management mode registers as nemori-<mode> (naive-rag: facts
 # appended with no consolidation; summary: one running summary).
 for _mode in MEMORY_MODES:
-    if _mode != "native":
+    if _mode not in ("native", *NOTE_MODES):
         register(
             NemoriSystem(
                 f"nemori-{_mode}",
@@ -99,4 +127,26 @@ for _mode in MEMORY_MODES:
             )
         )
 
-register_group("nemori-ablations", tuple(s.name for s in _ABLATIONS) + tuple(f"nemori-{m}" for m in MEMORY_MODES if m != "native"))
+register_group(
+    "nemori-ablations", tuple(s.name for s in _ABLATIONS) + tuple(f"nemori-{m}" for m in MEMORY_MODES if m not in ("native", *NOTE_MODES))
+)
+
+# A-MEM (arXiv 2502.12110) as a management mode: notes, links, evolution;
+# retrieval is the top k = 10 notes plus the notes linked to them.
+_AMEM = (
+    NemoriSystem("amem", "A-MEM: one note per raw message (keywords, context, tags), linked and evolved; top 10 notes plus their links", profile=Profile(memory="amem")),
+    NemoriSystem(
+        "nemori+amem",
+        "Nemori's episodes, with its distilled facts stored as A-MEM notes instead of consolidated facts; k=10 episodes, r=2, 10 notes plus links",
+        profile=replace(DEFAULT, memory="nemori+amem"),
+    ),
+    NemoriSystem(
+        "nemori+amem-notes",
+        "A-MEM fed Nemori's distilled facts, answered from its notes alone (the Nemori paper's storage comparison)",
+        profile=replace(DEFAULT, memory="nemori+amem"),
+        options=replace(PAPER_SEARCH, k=0, raw_for_top=0),
+    ),
+)
+for _system in _AMEM:
+    register(_system)
+register_group("amem-all", tuple(s.name for s in _AMEM))

@@ -1,7 +1,8 @@
 """`nemori forget ...`: delete an episode, a fact, or a whole user, for good.
 
-Forgetting never builds the embedder or the LLM (nothing is re-embedded or
-re-summarised) and never creates a database. Every form deletes in one
+Forgetting never builds the LLM (nothing is re-summarised) and never
+creates a database. The embedder is built only when a forgotten A-MEM note
+had evolved other notes: undoing that re-embeds them. Every form deletes in one
 transaction, then scrubs what was deleted out of the file (store/forget.py).
 """
 
@@ -17,7 +18,7 @@ from nemori_cli.cli.render import console, print_json
 from nemori_cli.errors import ConfigError, NemoriError
 
 forget_app = typer.Typer(
-    help="Delete memory for good: `forget episode ID`, `forget fact ID`, or `forget --user NAME --yes`.",
+    help="Delete memory for good: `forget episode ID`, `forget fact ID`, `forget note ID`, or `forget --user NAME --yes`.",
     invoke_without_command=True,
     no_args_is_help=True,
 )
@@ -40,9 +41,17 @@ def _run(db: str | None, user: str | None, what: str, *args, vacuum: bool = Fals
 
     settings = opt.settings(db, user)
     store = deps.open_db(settings, create=False)
+    embedder = []
+
+    def reembed(text: str):
+        if not embedder:  # built once, and only when an evolution has to be undone
+            embedder.append(deps.build_embedder(settings, store))
+        return embedder[0].embed_documents([text])[0]
+
+    extra = {"reembed": reembed} if what in ("episode", "note") else {}
     try:
         with store.transaction():
-            counts = getattr(forget_sql, f"forget_{what}")(store, settings.user, *args)
+            counts = getattr(forget_sql, f"forget_{what}")(store, settings.user, *args, **extra)
         forget_sql.make_physical(store, vacuum=vacuum)
     finally:
         store.close()
@@ -135,3 +144,20 @@ def fact_cmd(
         print_json({"user": settings.user, "fact": fact_id, "counts": counts})
         return
     _say(f"forgot F{fact_id} of user {settings.user}: {_summary(counts)}")
+
+
+@forget_app.command("note")
+def note_cmd(
+    ctx: typer.Context,
+    note_id: Annotated[int, typer.Argument(help="Note id (see `inspect notes`).")],
+    db: opt.Db = None,
+    user: opt.User = None,
+    json_out: opt.Json = False,
+) -> None:
+    """An A-MEM note, its links both ways, its history, the message it was made from; what it evolved is undone."""
+    db, user, json_out = _inherited(ctx, db, user, json_out)
+    settings, counts = _run(db, user, "note", note_id)
+    if json_out:
+        print_json({"user": settings.user, "note": note_id, "counts": counts})
+        return
+    _say(f"forgot N{note_id} of user {settings.user}: {_summary(counts)}")

@@ -24,6 +24,8 @@ class MemoryMode(str, Enum):
     native = "native"
     summary = "summary"
     naive_rag = "naive-rag"
+    amem = "amem"
+    nemori_amem = "nemori+amem"
 
 
 class DistillMode(str, Enum):
@@ -40,7 +42,7 @@ class IndexOn(str, Enum):
 # by every later run. A later flag that disagrees is refused (never mixed).
 Memory = Annotated[
     Optional[MemoryMode],
-    typer.Option("--memory", help="native (facts, consolidated), summary (one running summary) or naive-rag (facts appended).", show_default=False),
+    typer.Option("--memory", help="native (facts, consolidated), summary (one running summary), naive-rag (facts appended), amem (A-MEM notes, one per message) or nemori+amem (Nemori's facts as A-MEM notes).", show_default=False),
 ]
 Distill = Annotated[
     Optional[DistillMode],
@@ -161,7 +163,10 @@ def _process(pipeline, *, flush: bool, show_progress: bool, user: str, max_token
         with _progress(show_progress, "episodes") as update:
             return pipeline.process(flush=flush, progress=update, max_tokens=max_tokens)
     except KeyboardInterrupt:
-        left = message_sql.count_pending(pipeline.db, user)
+        from nemori_cli.store import notes as note_sql
+
+        amem_mode = pipeline.profile.memory == "amem"  # there, a message waits for its note
+        left = note_sql.count_unnoted(pipeline.db, user) if amem_mode else message_sql.count_pending(pipeline.db, user)
         sys.stderr.write(
             f"nemori: interrupted; {left} messages are pending and nothing is lost: "
             "run `nemori flush` or the same ingest again to resume\n"
@@ -266,9 +271,10 @@ def _print_report(report, source: str | None, json_out: bool, max_tokens: int | 
         print_json({"source": source, **vars(report), "seconds": round(report.seconds, 2)})
         return
     read = f"read {report.read} messages ({report.added} new) from {source}; " if source else ""
-    console().print(
-        f"{read}made {report.episodes} episodes ({report.merged} merged into earlier ones) and {report.facts} facts "
-        f"in {report.windows} windows "
-        f"({report.seconds:.1f} s); {report.pending} messages pending"
-    )
+    if report.notes and not report.episodes and not report.merged:  # --memory amem: notes straight from messages
+        made = f"made {report.notes} notes"
+    else:
+        notes = f", stored as {report.notes} notes," if report.notes else ""
+        made = f"made {report.episodes} episodes ({report.merged} merged into earlier ones) and {report.facts} facts{notes} in {report.windows} windows"
+    console().print(f"{read}{made} ({report.seconds:.1f} s); {report.pending} messages pending")
 

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from nemori_cli.cli import options as opt
-from nemori_cli.cli.render import console, esc, episode_json, fact_json, message_json, print_json
+from nemori_cli.cli.render import change_json, console, esc, episode_json, fact_json, message_json, note_json, print_json
 from nemori_cli.errors import StoreError
 
 inspect_app = typer.Typer(help="Show what memory holds.", no_args_is_help=True)
@@ -136,6 +136,69 @@ def fact_cmd(
         out.print(f"  from E{e.id} {e.start:%Y-%m-%d %H:%M}: {esc(e.title)}")
 
 
+@inspect_app.command("notes")
+def notes_cmd(
+    limit: Limit = None,
+    db: opt.Db = None,
+    user: opt.User = None,
+    json_out: opt.Json = False,
+) -> None:
+    """List A-MEM notes in time order, with their tags and links."""
+    from nemori_cli.store import notes as note_sql
+
+    settings, store = _open(db, user)
+    items = note_sql.list_all(store, settings.user, limit=limit)
+    if json_out:
+        print_json({"user": settings.user, "notes": [note_json(n) for n in items]})
+        return
+    out = console()
+    for n in items:
+        links = ",".join(f"N{i}" for i in n.links) or "-"
+        evolved = " [dim](evolved)[/dim]" if n.updated_at else ""
+        out.print(f"[bold]N{n.id}[/bold] {n.timestamp:%Y-%m-%d} [dim]links {links}; {', '.join(n.tags) or '-'}[/dim] {esc(n.content)}{evolved}", soft_wrap=True)
+    out.print(f"[dim]{len(items)} notes for user {settings.user}[/dim]")
+
+
+@inspect_app.command("note")
+def note_cmd(
+    note_id: Annotated[int, typer.Argument(help="Note id (see `inspect notes`).")],
+    db: opt.Db = None,
+    user: opt.User = None,
+    json_out: opt.Json = False,
+) -> None:
+    """One A-MEM note: its attributes, links, and evolution history (what changed, caused by which new note)."""
+    from nemori_cli.store import notes as note_sql
+
+    settings, store = _open(db, user)
+    n = note_sql.get(store, settings.user, note_id)
+    if n is None:
+        raise StoreError(f"no note {note_id} for user {settings.user}")
+    linked = note_sql.by_ids(store, settings.user, list(n.links))
+    history, caused = note_sql.history(store, n.id), note_sql.caused_by(store, n.id)
+    if json_out:
+        print_json(
+            {
+                **note_json(n),
+                "linked": [note_json(linked[i]) for i in n.links if i in linked],
+                "history": [change_json(c) for c in history],
+                "evolved": [change_json(c) for c in caused],
+            }
+        )
+        return
+    out = console()
+    source = f"message {n.message_id}" if n.message_id else f"a fact of E{n.episode_id}" if n.episode_id else "?"
+    out.print(f"[bold]N{n.id}[/bold] ({n.timestamp:%Y-%m-%d %H:%M}, from {source}, attributes by {n.origin}): {esc(n.content)}", soft_wrap=True)
+    out.print(f"  context: {esc(n.context)}", soft_wrap=True)
+    out.print(f"  keywords: {esc(', '.join(n.keywords) or '-')}; tags: {esc(', '.join(n.tags) or '-')}")
+    for i in n.links:
+        if i in linked:
+            out.print(f"  linked N{i}: {esc(linked[i].content)}", soft_wrap=True)
+    for c in history:
+        out.print(f"  [yellow]{c.created_at} {c.field} changed by N{c.made_by if c.made_by else '? (forgotten)'}[/yellow]: {esc(c.before)} -> {esc(c.after)}", soft_wrap=True)
+    for c in caused:
+        out.print(f"  [dim]its arrival changed N{c.note_id}'s {c.field}[/dim]")
+
+
 @inspect_app.command("summary")
 def summary_cmd(
     history: Annotated[bool, typer.Option("--history", help="Every version, oldest first.")] = False,
@@ -206,7 +269,12 @@ def stats_cmd(db: opt.Db = None, user: opt.User = None, json_out: opt.Json = Fal
         "facts": n("SELECT count(*) AS n FROM facts WHERE user_id = ? AND status = 'active'"),
         "merged_episodes": n("SELECT count(*) AS n FROM episodes WHERE user_id = ? AND status = 'superseded'"),
         "superseded_facts": n("SELECT count(*) AS n FROM facts WHERE user_id = ? AND status = 'superseded'"),
+        "notes": n("SELECT count(*) AS n FROM notes WHERE user_id = ?"),
+        "note_links": n("SELECT count(*) / 2 AS n FROM note_links WHERE note_id IN (SELECT id FROM notes WHERE user_id = ?)"),
+        "evolved_notes": n("SELECT count(DISTINCT note_id) AS n FROM note_evolutions WHERE note_id IN (SELECT id FROM notes WHERE user_id = ?)"),
     }
+    if _profile_text(store) == "--memory amem":  # messages wait for a note, not an episode
+        counts["pending"] = n("SELECT count(*) AS n FROM messages m WHERE m.user_id = ? AND NOT EXISTS (SELECT 1 FROM notes x WHERE x.message_id = m.id)")
     stages = telemetry.stage_stats(store, u)
     info = {
         "db": str(settings.db_path),

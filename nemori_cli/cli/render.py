@@ -6,7 +6,7 @@ import json
 import sys
 from typing import Any
 
-from nemori_cli.domain import Episode, Fact, Hit, Message
+from nemori_cli.domain import Episode, Fact, Hit, Message, Note, NoteChange
 
 
 def print_json(data: Any) -> None:
@@ -59,6 +59,27 @@ def fact_json(f: Fact) -> dict:
     }
 
 
+def note_json(n: Note) -> dict:
+    return {
+        "id": n.id,
+        "content": n.content,
+        "timestamp": n.timestamp.isoformat(),
+        "keywords": list(n.keywords),
+        "tags": list(n.tags),
+        "context": n.context,
+        "origin": n.origin,
+        "message_id": n.message_id,
+        "episode_id": n.episode_id,
+        "links": list(n.links),
+        "created_at": n.created_at,
+        "updated_at": n.updated_at,
+    }
+
+
+def change_json(c: NoteChange) -> dict:
+    return {"note_id": c.note_id, "made_by": c.made_by, "field": c.field, "before": c.before, "after": c.after, "at": c.created_at}
+
+
 def hit_json(h: Hit) -> dict:
     return {
         "kind": h.kind,
@@ -72,6 +93,7 @@ def hit_json(h: Hit) -> dict:
         "title": h.title,
         "text": h.text,
         "messages": [message_json(m) for m in h.messages],
+        **({"context": h.context, "linked_from": h.linked_from} if h.kind == "note" else {}),
     }
 
 

@@ -17,7 +17,8 @@ from nemori_cli.store.db import Database
 
 META_KEY = "profile"
 
-MEMORY_MODES = ("native", "summary", "naive-rag")
+MEMORY_MODES = ("native", "summary", "naive-rag", "amem", "nemori+amem")
+NOTE_MODES = ("amem", "nemori+amem")  # A-MEM notes: from raw messages, or from Nemori's facts
 DISTILL_MODES = ("prediction", "direct")
 INDEX_MODES = ("narrative", "messages")
 
@@ -26,7 +27,9 @@ INDEX_MODES = ("narrative", "messages")
 class Profile:
     # native: facts by prediction error, consolidated (new / merge / conflict);
     # naive-rag: the same facts appended with no consolidation;
-    # summary: one running summary instead of facts.
+    # summary: one running summary instead of facts;
+    # amem: A-MEM notes from raw messages (one per message), no episodes;
+    # nemori+amem: Nemori's episodes, its facts stored as A-MEM notes.
     memory: str = "native"
     # prediction: keep what the prediction missed (Nemori); direct: extract
     # facts from the raw episode with no prediction ("Nemori-s").
@@ -37,6 +40,8 @@ class Profile:
 
     def describe(self) -> str:
         parts = [f"--memory {self.memory}"]
+        if self.memory == "amem":
+            return parts[0]  # one note per message: no episodes, so no other flag applies
         if self.memory != "summary":
             parts.append("--facts" if self.facts else "--no-facts")
         if self.facts:
@@ -55,6 +60,10 @@ def _validate(p: Profile) -> Profile:
             raise ConfigError(f"{flag} {value!r}: expected one of {', '.join(allowed)}")
     if p.memory == "summary" and p.facts:
         p = replace(p, facts=False)  # a running summary takes the place of facts
+    if p.memory == "amem":
+        p = replace(DEFAULT, memory="amem", facts=False)  # no episodes, so no episode flags
+    if p.memory == "nemori+amem" and not p.facts:
+        raise ConfigError("--memory nemori+amem stores Nemori's facts as notes; drop --no-facts")
     return p
 
 
@@ -74,9 +83,9 @@ def resolve(db: Database, requested: dict) -> Profile:
     A database with no profile yet gets the defaults overridden by the flags.
     """
     given = {k: v for k, v in requested.items() if v is not None}
-    if given.get("memory") == "summary":
+    if given.get("memory") in ("summary", "amem"):
         if given.get("facts"):
-            raise ConfigError("--memory summary keeps one running summary instead of facts; drop --facts")
+            raise ConfigError(f"--memory {given['memory']} distils no facts; drop --facts")
         given["facts"] = False
     current = stored(db)
     if current is None:

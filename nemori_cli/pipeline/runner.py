@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from nemori_cli.domain import IncomingMessage, to_epoch
 from nemori_cli.embed.base import Embedder, identity
 from nemori_cli.llm.base import StructuredLLM
+from nemori_cli.memory import amem
+from nemori_cli.memory.amem import AmemSettings, NoteSource
 from nemori_cli.memory.profile import DEFAULT, Profile, record
 from nemori_cli.pipeline import consolidate, integrate, summary
 from nemori_cli.pipeline.consolidate import ConsolidationSettings
@@ -32,6 +34,7 @@ from nemori_cli.pipeline.semantic import SemanticSettings, distill_facts
 from nemori_cli.store import episodes as episode_sql
 from nemori_cli.store import facts as fact_sql
 from nemori_cli.store import messages as message_sql
+from nemori_cli.store import notes as note_sql
 from nemori_cli.store import telemetry
 from nemori_cli.store.db import Database
 from nemori_cli.store.episodes import EpisodeDraft
@@ -45,6 +48,7 @@ class IngestReport:
     added: int = 0
     episodes: int = 0
     facts: int = 0
+    notes: int = 0  # A-MEM notes made (--memory amem / nemori+amem)
     merged: int = 0  # episodes that continued an earlier one
     windows: int = 0
     pending: int = 0
@@ -67,6 +71,7 @@ class Pipeline:
         semantic: SemanticSettings = SemanticSettings(),
         integration: IntegrationSettings = IntegrationSettings(),
         consolidation: ConsolidationSettings = ConsolidationSettings(),
+        notes: AmemSettings = AmemSettings(),
     ):
         if window < 2:
             raise ValueError("window must be at least 2")
@@ -78,6 +83,7 @@ class Pipeline:
         self.integration = integration
         self.consolidator = consolidate.Consolidator(llm, consolidation)
         self.continuation_check = integrate.SelfCheck(llm)
+        self.notes = amem.Amem(llm, embedder, notes)
         self.tokens_used = 0  # this run's, counted as _episode drains the call log
 
     def store(self, incoming: list[IncomingMessage], namespace: str = "") -> int:
@@ -106,6 +112,10 @@ class Pipeline:
 
         with self.db.transaction():
             record(self.db, self.profile)  # a database made before profiles existed gets one now
+        if self.profile.memory == "amem":
+            self._notes_from_messages(report, over_budget, progress)
+            report.seconds = time.perf_counter() - started
+            return report
         total = message_sql.count_pending(self.db, self.user)
         done = 0
         if progress:
@@ -136,6 +146,40 @@ class Pipeline:
         report.seconds = time.perf_counter() - started
         return report
 
+    # -- --memory amem: one note per message, one transaction each ------------
+    def _notes_from_messages(self, report: IngestReport, over_budget: Callable[[], bool], progress: Progress | None) -> None:
+        """Every message without a note gets one, oldest first; no lookahead is needed, so flush changes nothing."""
+        total = note_sql.count_unnoted(self.db, self.user)
+        done = 0
+        if progress:
+            progress(0, total)
+        while not over_budget():
+            ids = note_sql.unnoted_messages(self.db, self.user, limit=50)
+            if not ids:
+                break
+            found = message_sql.by_ids(self.db, self.user, ids)
+            for message in (found[i] for i in ids if i in found):
+                if over_budget():
+                    break
+                source = NoteSource(amem.message_content(message.speaker, message.content, message.timestamp), message.timestamp, message_id=message.id)
+                attributes = self.notes.attributes(source)  # made before the write lock is taken
+                with self.db.transaction():
+                    if note_sql.has_note(self.db, message.id):
+                        continue  # another process made this note meanwhile
+                    self.notes.remember(self.db, self.user, source, attributes)
+                    calls, events = self.llm.log.drain()
+                    telemetry.write(self.db, self.user, calls, events)
+                self.tokens_used += sum(c.prompt_tokens + c.completion_tokens for c in calls)
+                report.notes += 1
+                done += 1
+                if progress:
+                    progress(done, total)
+            report.windows += 1
+        report.pending = note_sql.count_unnoted(self.db, self.user)
+        report.tokens_used = self.tokens_used
+        if report.notes:
+            self.db.checkpoint()
+
     # -- one episode, one transaction ------------------------------------
     def _episode(self, group: Group, report: IngestReport) -> None:
         draft = narrate(group, self.llm)  # the slowest call, made before any lock is taken
@@ -149,7 +193,7 @@ class Pipeline:
             if self.profile.memory == "summary":
                 summary.fold_in(self.db, self.user, self.llm, draft, episode_id)
             elif self.profile.facts:
-                report.facts += self._facts(draft, group, vector, episode_id)
+                report.facts += self._facts(draft, group, vector, episode_id, report)
             calls, events = self.llm.log.drain()
             telemetry.write(self.db, self.user, calls, events)
         # Counted once the transaction has committed: what a budget measures is work kept.
@@ -180,11 +224,18 @@ class Pipeline:
         episode_sql.supersede(self.db, self.user, [new_id], merged_id, f"continues E{old.id}; both merged into E{merged_id}")
         return merged_id, True
 
-    def _facts(self, draft: EpisodeDraft, group: Group, vector, episode_id: int) -> int:
+    def _facts(self, draft: EpisodeDraft, group: Group, vector, episode_id: int, report: IngestReport) -> int:
         """Distil this episode's new facts and store each, consolidated unless the mode says append."""
-        texts = distill_facts(self.db, self.user, self.llm, draft.title, list(group.messages), vector, self.semantic)
+        as_notes = self.profile.memory == "nemori+amem"
+        evoke = amem.evoke if as_notes else None  # what memory already knows lives in the notes then
+        texts = distill_facts(self.db, self.user, self.llm, draft.title, list(group.messages), vector, self.semantic, evoke=evoke)
         if not texts:
             return 0
+        if as_notes:
+            for text in texts:
+                self.notes.remember(self.db, self.user, NoteSource(text, draft.start, episode_id=episode_id))
+            report.notes += len(texts)
+            return len(texts)
         vectors = self.embedder.embed_documents(texts)
         for text, fact_vector in zip(texts, vectors):
             if self.profile.memory == "naive-rag":

@@ -63,9 +63,16 @@ def distill_facts(
     messages: list[Message],
     episode_vector: np.ndarray,
     settings: SemanticSettings = SemanticSettings(),
+    *,
+    evoke=None,
 ) -> list[str]:
-    """New facts for one episode (possibly none), every outcome counted."""
-    known = [] if settings.direct else fact_sql.evoke(db, user, episode_vector, k=settings.evoke_k, threshold=settings.threshold)
+    """New facts for one episode (possibly none), every outcome counted.
+
+    ``evoke`` looks up what memory already knows (default: the facts table;
+    --memory nemori+amem passes its notes' lookup).
+    """
+    evoke = evoke or fact_sql.evoke
+    known = [] if settings.direct else evoke(db, user, episode_vector, k=settings.evoke_k, threshold=settings.threshold)
     prediction = None
     if known:
         try:

@@ -42,7 +42,7 @@ def day(hit: Hit) -> str:
 
 
 def render_memories(hits: list[Hit], raw_for_top: int, context: str = "narrative", message_limit: int = 200) -> str:
-    """Episodes with ids (citable), then facts with the date they were said, then the running summary.
+    """Episodes with ids (citable), then facts with the date they were said, A-MEM notes with their context, then the running summary.
 
     With ``context="messages"`` every episode shows its raw messages instead of
     its narrative, each clipped at ``message_limit`` characters (the benchmark's
@@ -51,6 +51,7 @@ def render_memories(hits: list[Hit], raw_for_top: int, context: str = "narrative
     episodes = [h for h in hits if h.kind == "episode"]
     facts = [h for h in hits if h.kind == "fact"]
     summaries = [h for h in hits if h.kind == "summary"]
+    notes = [h for h in hits if h.kind == "note"]
     blocks = []
     for rank, hit in enumerate(episodes):
         if context == "messages" and hit.messages:
@@ -65,6 +66,9 @@ def render_memories(hits: list[Hit], raw_for_top: int, context: str = "narrative
     if facts:
         blocks.append("Facts:")
         blocks.extend(f"- ({day(h)}) {clip(h.text, 300)}" for h in facts)
+    if notes:
+        blocks.append("Notes:")
+        blocks.extend(f"- ({day(h)}) {clip(h.text, 300)}" + (f" [{clip(h.context, 160)}]" if h.context else "") for h in notes)
     for h in summaries:
         blocks.append(f"Summary of everything so far:\n{clip(h.text, 2400)}")
     return "\n".join(blocks)

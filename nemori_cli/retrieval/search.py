@@ -10,12 +10,13 @@ for another.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from nemori_cli.domain import Hit
 from nemori_cli.embed.base import Embedder
 from nemori_cli.store import episodes as episode_sql
 from nemori_cli.store import facts as fact_sql
+from nemori_cli.store import notes as note_sql
 from nemori_cli.store.db import Database
 
 RRF_K = 60
@@ -31,6 +32,8 @@ class SearchOptions:
     # What an episode brings to the answer: its narrative (the paper's N), or
     # its raw messages for every episode retrieved (the P variant).
     context: str = "narrative"
+    notes: int = 10  # A-MEM notes returned (k), when the memory has any; 0 for none
+    linked: int = 10  # at most this many notes linked to those added after them
 
 
 def fuse(ranked_lists: list[list[int]], k: int) -> list[tuple[int, float, list[int | None]]]:
@@ -86,8 +89,55 @@ def search(db: Database, user: str, embedder: Embedder, query: str, options: Sea
         )
     if options.facts:
         hits.extend(_fact_hits(db, user, query, query_vector, options))
+    if options.notes:
+        hits.extend(_note_hits(db, user, query, query_vector, options))
     hits.extend(_summary_hit(db, user))
     return hits, (time.perf_counter() - started) * 1000
+
+
+def _note_hits(db: Database, user: str, query: str, query_vector, options: SearchOptions) -> list[Hit]:
+    """A-MEM retrieval: the top notes (hybrid, like facts), then the notes they link to.
+
+    Linked notes come after every top note, in the order their linkers
+    ranked, each once, at most ``options.linked`` of them.
+    """
+    if not note_sql.count(db, user):
+        return []  # a memory without notes (every mode but A-MEM's) costs nothing here
+    fused, similarity = _ranked(db, user, query, query_vector, options, note_sql.vector_search, note_sql.text_search, options.notes)
+    top = note_sql.by_ids(db, user, [i for i, _, _ in fused])
+    chosen = [i for i, _, _ in fused if i in top]
+    extra: dict[int, int] = {}  # linked note -> the top note that brought it
+    for note_id in chosen:
+        for other in top[note_id].links:
+            if len(extra) >= options.linked:
+                break
+            if other not in top and other not in extra:
+                extra[other] = note_id
+    linked = note_sql.by_ids(db, user, list(extra))
+    hits = []
+    for note_id, score, (vrank, trank) in fused:
+        if note_id in top:
+            hits.append(_note_hit(top[note_id], score, vrank, trank, similarity.get(note_id)))
+    for note_id, source in extra.items():
+        if note_id in linked:
+            hits.append(replace(_note_hit(linked[note_id], 0.0, None, None, None), linked_from=source))
+    return hits
+
+
+def _note_hit(note, score: float, vrank, trank, similarity) -> Hit:
+    return Hit(
+        kind="note",
+        id=note.id,
+        score=score,
+        title="",
+        text=note.content,
+        start=note.timestamp,
+        end=note.timestamp,
+        vector_rank=vrank,
+        text_rank=trank,
+        similarity=similarity,
+        context=note.context,
+    )
 
 
 def _summary_hit(db: Database, user: str) -> list[Hit]:

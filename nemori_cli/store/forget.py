@@ -23,10 +23,20 @@ Why each step is needed for "gone from the file":
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+
+import numpy as np
+
 from nemori_cli.errors import StoreError
+from nemori_cli.store import notes as note_sql
 from nemori_cli.store.db import Database
 
-TEXT_INDEXES = ("episode_fts", "fact_fts")
+TEXT_INDEXES = ("episode_fts", "fact_fts", "note_fts")
+
+# Turns a note's text into its vector: needed only to undo what a forgotten
+# note's arrival changed in its neighbours (their vectors are recomputed).
+Reembed = Callable[[str], np.ndarray]
 
 
 def _marks(ids: list[int]) -> str:
@@ -116,9 +126,9 @@ def _merged_into(db: Database, user: str, episode_id: int) -> int:
     return current
 
 
-def forget_episode(db: Database, user: str, episode_id: int) -> dict[str, int]:
+def forget_episode(db: Database, user: str, episode_id: int, reembed: Reembed | None = None) -> dict[str, int]:
     """Delete an episode, its merged parts, their messages, facts only they sourced,
-    and the running summaries from the first one that folded it in."""
+    notes made from its facts, and the running summaries from the first one that folded it in."""
     row = db.one("SELECT id, superseded_by FROM episodes WHERE user_id = ? AND id = ?", (user, episode_id))
     if row is None:
         raise StoreError(f"no episode {episode_id} for user {user}")
@@ -148,6 +158,9 @@ def forget_episode(db: Database, user: str, episode_id: int) -> dict[str, int]:
         )
     ] if linked else []
     counts.update(_delete_facts(db, user, orphans))
+    notes = [r["id"] for r in db.query(f"SELECT id FROM notes WHERE user_id = ? AND episode_id IN ({marks})", (user, *ids))]
+    if notes:  # --memory nemori+amem only
+        counts.update(_delete_notes(db, user, notes, reembed))
 
     db.conn.execute(f"DELETE FROM messages WHERE user_id = ? AND episode_id IN ({marks})", (user, *ids))
     counts["messages"] = db.conn.changes()
@@ -155,6 +168,74 @@ def forget_episode(db: Database, user: str, episode_id: int) -> dict[str, int]:
     _delete_ids(db, "episode_vec", ids)
     db.conn.execute(f"UPDATE episodes SET superseded_by = NULL WHERE id IN ({marks})", tuple(ids))
     counts["episodes"] = _delete_ids(db, "episodes", ids, column="id")
+    return counts
+
+
+def notes_to_undo(db: Database, user: str, ids: list[int]) -> bool:
+    """Whether forgetting these notes changes other notes back (and so needs the embedder)."""
+    if not ids:
+        return False
+    row = db.one(
+        f"SELECT count(*) AS n FROM note_evolutions WHERE made_by IN ({_marks(ids)}) AND note_id NOT IN ({_marks(ids)})", (*ids, *ids)
+    )
+    return bool(row and row["n"])
+
+
+def _delete_notes(db: Database, user: str, ids: list[int], reembed: Reembed | None) -> dict[str, int]:
+    """Delete notes, both directions of their links and their histories; undo what they evolved.
+
+    A surviving note that one of them evolved gets its old context or tags
+    back, if nothing changed them since (a later note's change is its own),
+    and is re-indexed at once. Nothing points at a deleted note afterwards.
+    """
+    counts = {"notes": 0, "note_links": 0, "evolutions_undone": 0}
+    if not ids:
+        return counts
+    doomed = set(ids)
+    marks = _marks(ids)
+    changes = db.query(
+        f"SELECT note_id, field, before, after FROM note_evolutions WHERE made_by IN ({marks}) ORDER BY id DESC", tuple(ids)
+    )
+    touched: set[int] = set()
+    for change in changes:
+        if change["note_id"] in doomed:
+            continue
+        row = db.one("SELECT context, tags FROM notes WHERE id = ? AND user_id = ?", (change["note_id"], user))
+        column = "context" if change["field"] == "context" else "tags"
+        if row is None or row[column] != change["after"]:
+            continue  # changed again since: the later change stands
+        db.conn.execute(f"UPDATE notes SET {column} = ? WHERE id = ?", (change["before"], change["note_id"]))
+        touched.add(change["note_id"])
+        counts["evolutions_undone"] += 1
+    if touched and reembed is None:
+        raise StoreError("forgetting these notes undoes changes they made to other notes, which needs the embedder")
+    for note_id in sorted(touched):
+        note = note_sql.get(db, user, note_id)
+        note_sql.reindex(db, user, note_id, reembed(note_sql.embedding_text(note.content, note.keywords, note.tags, note.context)))
+    db.conn.execute(f"DELETE FROM note_evolutions WHERE made_by IN ({marks}) OR note_id IN ({marks})", (*ids, *ids))
+    db.conn.execute(f"DELETE FROM note_links WHERE note_id IN ({marks}) OR linked_id IN ({marks})", (*ids, *ids))
+    counts["note_links"] = db.conn.changes() // 2  # one row per direction
+    _delete_ids(db, "note_fts", ids)
+    _delete_ids(db, "note_vec", ids)
+    counts["notes"] = _delete_ids(db, "notes", ids, column="id")
+    return counts
+
+
+def forget_note(db: Database, user: str, note_id: int, reembed: Reembed | None = None) -> dict[str, int]:
+    """Delete a note, its links and history, undo its evolution of others, and delete the message it was made from.
+
+    The message goes too: a message without a note is pending work for
+    --memory amem, and the next ingest would otherwise remember it again.
+    """
+    note = note_sql.get(db, user, note_id)
+    if note is None:
+        raise StoreError(f"no note {note_id} for user {user}")
+    _secure(db)
+    counts = _delete_notes(db, user, [note_id], reembed)
+    counts["messages"] = 0
+    if note.message_id is not None:
+        db.conn.execute("DELETE FROM messages WHERE user_id = ? AND id = ?", (user, note.message_id))
+        counts["messages"] = db.conn.changes()
     return counts
 
 
@@ -174,6 +255,7 @@ def forget_fact(db: Database, user: str, fact_id: int) -> dict[str, int]:
 # episodes; facts and episodes point at themselves (one statement each, so
 # rows referring to rows deleted in the same statement are fine).
 _USER_TABLES = (
+    "note_fts", "note_vec", "notes",
     "summaries", "fact_fts", "fact_vec", "facts", "messages",
     "episode_fts", "episode_vec", "episodes", "llm_calls", "stage_events",
 )
@@ -188,7 +270,7 @@ def stored(db: Database, user: str) -> dict[str, int]:
     """What a user has, for the confirmation question."""
     return {
         t: int(db.one(f"SELECT count(*) AS n FROM {t} WHERE user_id = ?", (user,))["n"])
-        for t in ("messages", "episodes", "facts", "summaries")
+        for t in ("messages", "episodes", "facts", "notes", "summaries")
     }
 
 
@@ -204,6 +286,11 @@ def forget_user(db: Database, user: str) -> dict[str, int]:
             counts[table] = db.conn.changes()
     db.conn.execute("DELETE FROM fact_sources WHERE fact_id IN (SELECT id FROM facts WHERE user_id = ?)", (user,))
     counts["fact_sources"] = db.conn.changes()
+    # Note links and histories have no user column: they go by the user's note ids, before the notes.
+    db.conn.execute("DELETE FROM note_links WHERE note_id IN (SELECT id FROM notes WHERE user_id = ?)", (user,))
+    counts["note_links"] = db.conn.changes() // 2
+    db.conn.execute("DELETE FROM note_evolutions WHERE note_id IN (SELECT id FROM notes WHERE user_id = ?)", (user,))
+    counts["note_evolutions"] = db.conn.changes()
     existing = {r["name"] for r in db.query("SELECT name FROM sqlite_master WHERE type = 'table'")}
     for table in _USER_TABLES:
         if table in existing:  # vector tables exist only once an embedder was bound

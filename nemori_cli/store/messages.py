@@ -110,3 +110,10 @@ def assign(db: Database, user: str, message_ids: list[int], episode_id: int) -> 
         "UPDATE messages SET episode_id = ? WHERE user_id = ? AND id = ? AND episode_id IS NULL",
         [(episode_id, user, mid) for mid in message_ids],
     )
+
+
+def by_ids(db: Database, user: str, ids: list[int]) -> dict[int, Message]:
+    if not ids:
+        return {}
+    marks = ",".join("?" * len(ids))
+    return {r["id"]: _message(r) for r in db.query(f"SELECT {_COLUMNS} FROM messages WHERE user_id = ? AND id IN ({marks})", (user, *ids))}

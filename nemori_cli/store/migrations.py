@@ -127,4 +127,54 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         CREATE INDEX summaries_by_user ON summaries(user_id, id);
         """,
     ),
+    (
+        5,
+        "A-MEM notes: attributes, links by note id, evolution history, full-text index",
+        # A note's links are rows of note ids (one per direction), never list
+        # positions: a position means another note once anything is deleted.
+        # Every change evolution makes to a note is a row of its own (field,
+        # before, after, which new note caused it), so `inspect note` can
+        # show the history and a forgotten note can undo what it changed.
+        """
+        CREATE TABLE notes (
+            id          INTEGER PRIMARY KEY,
+            user_id     TEXT NOT NULL,
+            content     TEXT NOT NULL,
+            ts          TEXT NOT NULL,          -- when what it says happened (message time, or its episode's start)
+            ts_epoch    REAL NOT NULL,
+            keywords    TEXT NOT NULL,          -- JSON list of strings
+            tags        TEXT NOT NULL,          -- JSON list of strings
+            context     TEXT NOT NULL,
+            origin      TEXT NOT NULL,          -- model | fallback: where the attributes came from
+            message_id  INTEGER REFERENCES messages(id),   -- the message it was made from (--memory amem)
+            episode_id  INTEGER REFERENCES episodes(id),   -- the episode its fact was distilled from (nemori+amem)
+            created_at  TEXT NOT NULL,
+            updated_at  TEXT
+        );
+        CREATE INDEX notes_by_user ON notes(user_id, ts_epoch);
+        CREATE UNIQUE INDEX notes_by_message ON notes(message_id) WHERE message_id IS NOT NULL;
+        CREATE INDEX notes_by_episode ON notes(episode_id) WHERE episode_id IS NOT NULL;
+        CREATE TABLE note_links (
+            note_id    INTEGER NOT NULL REFERENCES notes(id),
+            linked_id  INTEGER NOT NULL REFERENCES notes(id),
+            made_by    INTEGER NOT NULL,        -- the note whose insertion created the link
+            created_at TEXT NOT NULL,
+            PRIMARY KEY (note_id, linked_id)
+        ) WITHOUT ROWID;
+        CREATE INDEX note_links_back ON note_links(linked_id);
+        CREATE TABLE note_evolutions (
+            id         INTEGER PRIMARY KEY,
+            note_id    INTEGER NOT NULL REFERENCES notes(id),   -- the note that changed
+            made_by    INTEGER,                                 -- the new note that caused it (NULL once forgotten)
+            field      TEXT NOT NULL,                           -- context | tags
+            before     TEXT NOT NULL,
+            after      TEXT NOT NULL,
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX note_evolutions_by_note ON note_evolutions(note_id, id);
+        CREATE INDEX note_evolutions_by_cause ON note_evolutions(made_by);
+        CREATE VIRTUAL TABLE note_fts USING fts5(content, keywords, tags, context, user_id UNINDEXED, tokenize = 'porter unicode61');
+        CREATE VIRTUAL TABLE note_fts_terms USING fts5vocab(note_fts, 'row');
+        """,
+    ),
 ]

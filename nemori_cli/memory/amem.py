@@ -1,0 +1,189 @@
+"""Management mode A-MEM: every memory becomes a note that links itself to its neighbours and evolves them.
+
+For one new memory (a raw message with ``--memory amem``, a distilled fact
+with ``--memory nemori+amem``):
+
+1. **Note construction**: the model gives keywords, a one-sentence context and
+   tags (constrained JSON). Unusable answers get deterministic attributes
+   (the memory's own words as keywords), counted as a fallback.
+2. The note's vector covers its content and every attribute.
+3. **Link generation**: the ``neighbours`` nearest notes are offered by id;
+   the model picks the ones to link. Links are stored both ways.
+4. **Memory evolution**: the same answer may give up to two of those
+   neighbours a new context and tags. Each change is written to the note,
+   its full-text row and its vector at once, and recorded with the note that
+   caused it. An unusable answer links the neighbours above a similarity
+   floor and evolves nothing (a counted fallback).
+
+The caller holds the transaction: the note, its links and the evolution are
+one unit of work.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+
+from nemori_cli.domain import Fact, Note
+from nemori_cli.embed.base import Embedder
+from nemori_cli.errors import LLMOutputError
+from nemori_cli.llm.base import StructuredLLM
+from nemori_cli.pipeline.timeexpr import format_date
+from nemori_cli.prompts import amem as prompt
+from nemori_cli.store import notes as note_sql
+from nemori_cli.store.db import Database
+
+CONSTRUCTION = "note"
+LINKING = "linking"
+
+_WORD = re.compile(r"[A-Za-z][\w'-]+")
+_SKIP = frozenset(
+    "the a an and or but so that this these those with from into about have has had was were will would could should "
+    "been being just really very what when where which who how why you your yours our ours they them their there here "
+    "then than also too not yes yeah okay ok hey hi hello thanks thank said says think know like going get got can "
+    "are is it its it's i'm i've i'd me my mine we us he him his she her hers for of to in on at by".split()
+)
+
+
+@dataclass(frozen=True)
+class AmemSettings:
+    neighbours: int = 5  # nearest notes offered to the link decision (A-MEM's k)
+    link_floor: float = 0.55  # fallback: link neighbours at least this similar (cosine) when the answer is unusable
+    retrieve: int = 10  # notes a search returns before their links are added
+    linked: int = 10  # at most this many linked notes added to a search's notes
+
+
+@dataclass(frozen=True)
+class NoteSource:
+    """What a note is made from."""
+
+    content: str
+    timestamp: datetime
+    message_id: int | None = None
+    episode_id: int | None = None
+
+
+def fallback_attributes(content: str, day: str) -> prompt.NoteAttributes:
+    """Attributes without a model: the memory's distinctive words, names first."""
+    words = [w for w in _WORD.findall(content) if w.lower() not in _SKIP]
+    ranked = sorted(dict.fromkeys(words), key=lambda w: (not w[0].isupper(), -len(w)))
+    return prompt.NoteAttributes(keywords=ranked[: prompt.MAX_KEYWORDS], context=f"A memory from {day}.", tags=[])
+
+
+class Amem:
+    """Builds notes for one run: construction, links, evolution."""
+
+    def __init__(self, llm: StructuredLLM, embedder: Embedder, settings: AmemSettings = AmemSettings()):
+        self.llm, self.embedder, self.settings = llm, embedder, settings
+
+    def attributes(self, source: NoteSource) -> tuple[prompt.NoteAttributes, str]:
+        """(attributes, origin): the model's, or the deterministic ones when its answer is unusable."""
+        day = format_date(source.timestamp.date())
+        try:
+            value = self.llm.complete(
+                prompt.render_attributes(source.content, day), schema=prompt.NoteAttributes, stage=CONSTRUCTION, max_tokens=110
+            ).value
+        except LLMOutputError as e:
+            self.llm.log.fallback(CONSTRUCTION, f"{e.message}; keywords taken from the memory's own words")
+            return fallback_attributes(source.content, day), "fallback"
+        if not value.keywords:
+            value = value.model_copy(update={"keywords": fallback_attributes(source.content, day).keywords})
+            self.llm.log.repaired(CONSTRUCTION, "no keywords given; took the memory's own words")
+        return value, "model"
+
+    def remember(
+        self, db: Database, user: str, source: NoteSource, attributes: tuple[prompt.NoteAttributes, str] | None = None
+    ) -> int:
+        """Store one memory as a note, linked and with its neighbours evolved; returns its id. Caller holds the transaction."""
+        attrs, origin = attributes or self.attributes(source)
+        vector = self._vector(source.content, attrs.keywords, attrs.tags, attrs.context)
+        found = note_sql.vector_search(db, user, vector, self.settings.neighbours)
+        similarity = dict(found)
+        neighbours = note_sql.by_ids(db, user, [i for i, _ in found])
+        ordered = [neighbours[i] for i, _ in found if i in neighbours]
+        decision = self._decide(source, attrs, ordered, similarity)
+        note_id = note_sql.add(
+            db,
+            user,
+            content=source.content,
+            ts=source.timestamp,
+            keywords=attrs.keywords,
+            tags=attrs.tags,
+            context=attrs.context,
+            embedding=vector,
+            origin=origin,
+            message_id=source.message_id,
+            episode_id=source.episode_id,
+        )
+        linked = [other for other in decision.links if note_sql.link(db, note_id, other, made_by=note_id)]
+        evolved = []
+        for update in decision.updates:
+            before = neighbours[update.id]
+            tags = list(update.tags) or list(before.tags)  # no tags given: keep the ones it had
+            vector_after = self._vector(before.content, before.keywords, tags, update.context)
+            fields = note_sql.evolve(db, user, before, context=update.context, tags=tags, made_by=note_id, embedding=vector_after)
+            if fields:
+                evolved.append(f"N{update.id} ({', '.join(fields)})")
+        if linked or evolved:
+            self.llm.log.decision(
+                LINKING,
+                f"N{note_id}: linked to {', '.join(f'N{i}' for i in linked) or 'nothing'}; evolved {', '.join(evolved) or 'nothing'}",
+            )
+        return note_id
+
+    def _vector(self, content: str, keywords, tags, context: str) -> np.ndarray:
+        return self.embedder.embed_documents([note_sql.embedding_text(content, keywords, tags, context)])[0]
+
+    def _decide(self, source: NoteSource, attrs: prompt.NoteAttributes, neighbours: list[Note], similarity: dict[int, float]):
+        """The model's links and updates, restricted to the offered notes; a similarity rule when it fails."""
+        ids = tuple(n.id for n in neighbours)
+        schema = prompt.decision_schema(ids) if ids else None
+        if schema is None:
+            return _Decision((), ())
+        day = format_date(source.timestamp.date())
+        try:
+            value = self.llm.complete(
+                prompt.render_links(source.content, day, attrs, neighbours), schema=schema, stage=LINKING, max_tokens=200
+            ).value
+        except LLMOutputError as e:
+            chosen = tuple(i for i in ids if similarity.get(i, 0.0) >= self.settings.link_floor)
+            self.llm.log.fallback(LINKING, f"{e.message}; linked the {len(chosen)} neighbours with cosine >= {self.settings.link_floor}, evolved none")
+            return _Decision(chosen, ())
+        links = tuple(dict.fromkeys(value.links))
+        updates, seen = [], set()
+        for update in value.updates:
+            if update.id in seen or len(update.context) < 8:
+                continue  # one change per neighbour; an empty context would erase what it said
+            seen.add(update.id)
+            updates.append(update)
+        if len(updates) != len(value.updates):
+            self.llm.log.repaired(LINKING, f"kept {len(updates)} of {len(value.updates)} neighbour updates (duplicates or empty contexts)")
+        # An evolved neighbour is related by the model's own judgement: link it too.
+        links = tuple(dict.fromkeys([*links, *(u.id for u in updates)]))
+        return _Decision(links, tuple(updates))
+
+
+@dataclass(frozen=True)
+class _Decision:
+    links: tuple[int, ...]
+    updates: tuple
+
+
+def evoke(db: Database, user: str, vector: np.ndarray, *, k: int, threshold: float) -> list[Fact]:
+    """What notes already say about something, shaped as facts for the prediction step (--memory nemori+amem)."""
+    hits = [(i, s) for i, s in note_sql.vector_search(db, user, vector, k) if s > threshold]
+    found = note_sql.by_ids(db, user, [i for i, _ in hits])
+    return [
+        Fact(id=n.id, user=user, text=n.content, created_at=n.created_at, status="active", source_episode_ids=(n.episode_id,) if n.episode_id else ())
+        for n in (found[i] for i, _ in hits if i in found)
+    ]
+
+
+def message_content(speaker: str, content: str, timestamp: datetime) -> str:
+    """A raw message as a note's content: who said it, relative times given their dates."""
+    from nemori_cli.pipeline.timeexpr import annotate_relative_times
+
+    return f"{speaker}: {annotate_relative_times(content, timestamp)}"

@@ -11,12 +11,16 @@ DEMO_DB ?= .nemori-demo/demo.db
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml Makefile scripts/llama_cmake_args.sh
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	# A CPU build of torch first: unpinned, pip would pull a multi-GB CUDA build.
 	$(PY) -m pip install -q torch==2.13.0 || $(PY) -m pip install -q torch --index-url https://download.pytorch.org/whl/cpu
-	# llama-cpp-python compiles from source here (about 4 minutes, once; pip caches the wheel).
+	# llama-cpp-python compiles from source here (about 4 minutes, once per environment), for the
+	# instruction sets this machine's kernel enabled (scripts/llama_cmake_args.sh says why). No wheel
+	# cache: a wheel built on another machine could hold instructions this one faults on.
+	$(PY) -c "import llama_cpp" 2>/dev/null || CMAKE_ARGS="$$(sh scripts/llama_cmake_args.sh)" \
+		$(PY) -m pip install -q --no-cache-dir --no-binary llama-cpp-python "llama-cpp-python>=0.3.8"
 	$(PY) -m pip install -q -e ".[models,base,server,dev]"
 	touch $(STAMP)
 

@@ -89,10 +89,14 @@ class Amem:
         except LLMOutputError as e:
             self.llm.log.fallback(CONSTRUCTION, f"{e.message}; keywords taken from the memory's own words")
             return fallback_attributes(source.content, day), "fallback"
-        if not value.keywords:
-            value = value.model_copy(update={"keywords": fallback_attributes(source.content, day).keywords})
+        keywords = prompt.drop_copied_example(value.keywords, source.content)
+        tags = prompt.drop_copied_example(value.tags, source.content)
+        if (keywords, tags) != (value.keywords, value.tags):
+            self.llm.log.repaired(CONSTRUCTION, "dropped words copied from the prompt's example")
+        if not keywords:
+            keywords = fallback_attributes(source.content, day).keywords
             self.llm.log.repaired(CONSTRUCTION, "no keywords given; took the memory's own words")
-        return value, "model"
+        return value.model_copy(update={"keywords": keywords, "tags": tags}), "model"
 
     def remember(
         self, db: Database, user: str, source: NoteSource, attributes: tuple[prompt.NoteAttributes, str] | None = None
@@ -154,16 +158,31 @@ class Amem:
             return _Decision(chosen, ())
         links = tuple(dict.fromkeys(value.links))
         updates, seen = [], set()
+        by_id = {n.id: n for n in neighbours}
         for update in value.updates:
             if update.id in seen or len(update.context) < 8:
                 continue  # one change per neighbour; an empty context would erase what it said
+            if _restates(update.context, by_id[update.id].content) or _restates(update.context, source.content):
+                continue  # a copy of a memory's own words describes nothing (a small model's habit)
             seen.add(update.id)
             updates.append(update)
         if len(updates) != len(value.updates):
-            self.llm.log.repaired(LINKING, f"kept {len(updates)} of {len(value.updates)} neighbour updates (duplicates or empty contexts)")
+            self.llm.log.repaired(
+                LINKING, f"kept {len(updates)} of {len(value.updates)} neighbour updates (duplicates, empty contexts or copied memories)"
+            )
         # An evolved neighbour is related by the model's own judgement: link it too.
         links = tuple(dict.fromkeys([*links, *(u.id for u in updates)]))
         return _Decision(links, tuple(updates))
+
+
+def _normal(text: str) -> str:
+    return " ".join(re.findall(r"\w+", text.lower()))
+
+
+def _restates(context: str, memory: str) -> bool:
+    """Whether a proposed context is only a memory's text again (whole, or a piece of it)."""
+    c = _normal(context)
+    return bool(c) and c in _normal(memory)
 
 
 @dataclass(frozen=True)

@@ -81,6 +81,16 @@ class NoteAttributes(BaseModel):
         return value
 
 
+# Words of the worked example: a small model copies them into unrelated notes
+# ("work, career" on a greeting), so they are kept only where the memory itself says them.
+EXAMPLE_WORDS = frozenset({"mia", "new job", "acme", "leeds", "work", "career"})
+
+
+def drop_copied_example(values: list[str], content: str) -> list[str]:
+    text = content.lower()
+    return [v for v in values if v.lower() not in EXAMPLE_WORDS or v.lower() in text]
+
+
 def render_attributes(content: str, day: str) -> list[dict[str, str]]:
     return [
         {"role": "system", "content": ATTRIBUTES_SYSTEM},

@@ -277,3 +277,18 @@ def test_nemori_plus_amem_stores_facts_as_notes_and_predicts_from_them(db, llm, 
     with db.transaction():
         forget.forget_user(db, "u")
     assert db.query("SELECT * FROM notes") == [] and db.query("SELECT * FROM note_links") == []
+
+
+def test_small_model_habits_are_repaired_and_counted(db, llm, backend, embedder):
+    """Copying the prompt's example into a note, or a memory's own words into a neighbour's context."""
+    db.bind_embedder("fake-bow:64", 64)
+    Script(backend, attrs=lambda m: attributes(tags=("work", "career", "sailing"), keywords=("Mia", "Acme", "boat")))
+    (a,) = add_notes(db, llm, embedder, ["Ann: I sail my boat at work"])
+    note = note_sql.get(db, "u", a)
+    assert note.keywords == ("boat",) and note.tags == ("work", "sailing")  # "work" is in the memory; "career" is not
+    Script(backend, decide=lambda ids: {"links": ids, "updates": [{"id": ids[0], "context": "I sail my boat at work", "tags": []}]})
+    add_notes(db, llm, embedder, ["Ann: the boat is fast"])
+    assert note_sql.get(db, "u", a).context == note.context and not note_sql.history(db, a)
+    _, events = llm.log.drain()
+    details = [e.detail for e in events if e.kind == "repaired"]
+    assert any("example" in d for d in details) and any("copied memories" in d for d in details)

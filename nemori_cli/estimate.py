@@ -36,7 +36,12 @@ CARRIED_PER_WINDOW = MESSAGES_PER_EPISODE
 
 # Summary mode was not measured; its call (the running summary plus one
 # narrative in, a summary out) is taken to cost what a distillation call does.
-_STAGE_COST = {**measured.STAGES, "summary": measured.STAGES["distillation"]}
+# A-MEM's two stages were measured on the same slice (measured.AMEM_STAGES).
+_STAGE_COST = {**measured.STAGES, "summary": measured.STAGES["distillation"], **measured.AMEM_STAGES}
+
+# --memory nemori+amem makes a note of every distilled fact: 17 facts from the
+# reference run's 15 episodes.
+FACTS_PER_EPISODE = measured.FACTS / measured.EPISODES
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,8 @@ class Estimate:
 
 def stages(profile: Profile) -> tuple[str, ...]:
     """The LLM stages an ingest runs with this method."""
+    if profile.memory == "amem":
+        return ("note", "linking")  # a note per message: no episodes at all
     run = ["partition", "narration"]
     if profile.integrate:
         run.append("integration")
@@ -73,6 +80,8 @@ def stages(profile: Profile) -> tuple[str, ...]:
         run.append("distillation")
         if profile.memory == "native":
             run.append("consolidation")
+        if profile.memory == "nemori+amem":
+            run += ["note", "linking"]
     return tuple(run)
 
 
@@ -83,6 +92,8 @@ _PER_EPISODE = {
     "distillation": DISTILLATION_PER_EPISODE,
     "consolidation": CONSOLIDATION_PER_EPISODE,
     "summary": SUMMARY_PER_EPISODE,
+    "note": FACTS_PER_EPISODE,
+    "linking": FACTS_PER_EPISODE,
 }
 
 
@@ -110,10 +121,15 @@ def _share(run: tuple[str, ...]) -> tuple[float, float, float]:
 def estimate(messages: int, characters: int, *, window: int, profile: Profile, rates: Rates) -> Estimate:
     """The cost of making episodes of ``messages`` messages holding ``characters`` characters."""
     run = stages(profile)
-    windows = _windows(messages, window)
-    episodes = math.ceil(messages / MESSAGES_PER_EPISODE) if messages else 0
-    calls = {"partition": round(windows * PARTITION_PER_WINDOW)}
-    calls.update({s: int(episodes * _PER_EPISODE[s] + 0.5) for s in run if s != "partition"})
+    if profile.memory == "amem":
+        # Every message is a note; every note but the first has neighbours to link.
+        windows = episodes = 0
+        calls = {"note": messages, "linking": max(messages - 1, 0)}
+    else:
+        windows = _windows(messages, window)
+        episodes = math.ceil(messages / MESSAGES_PER_EPISODE) if messages else 0
+        calls = {"partition": round(windows * PARTITION_PER_WINDOW)}
+        calls.update({s: int(episodes * _PER_EPISODE[s] + 0.5) for s in run if s != "partition"})
     # Rates from this database were measured with this very method (a database
     # never mixes methods); others come from a default-method run, so the
     # stages this method skips (or adds) are taken out (or put in).

@@ -29,6 +29,7 @@ class StageCost:
 MESSAGES = 92
 CHARACTERS = 14_379
 EPISODES = 15
+FACTS = 17
 WINDOW = 20
 INGEST_SECONDS = 316.75  # wall time of the whole ingest, embedding included
 
@@ -46,3 +47,12 @@ STAGES: dict[str, StageCost] = {
 PROMPT_TOKENS = sum(s.prompt_tokens for s in STAGES.values())  # 21,553
 OUTPUT_TOKENS = sum(s.output_tokens for s in STAGES.values())  # 2,454
 LLM_SECONDS = sum(s.seconds for s in STAGES.values())  # 314.3 of the 316.75 s
+
+# A-MEM's stages on the same slice and machine kind (docs/AMEM.md): `note`
+# from `--memory amem` (one call per message), `linking` likewise (one per
+# message after the first). Provisional figures from session 1 alone (18
+# messages), scaled to 92; replaced by the full run's below.
+AMEM_STAGES: dict[str, StageCost] = {
+    "note": StageCost(92, 17_572, 4_150, 185.1),
+    "linking": StageCost(91, 43_290, 1_975, 313.8),
+}

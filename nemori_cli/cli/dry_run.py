@@ -85,10 +85,12 @@ def plan(
             first.setdefault(key, len(msg.content))
         stored = _stored_keys(db, settings.user, list(first)) if db is not None else set()
         new = {k: chars for k, chars in first.items() if k not in stored}
+        # Pending: not in an episode yet; with --memory amem, without a note yet.
+        waiting = "NOT EXISTS (SELECT 1 FROM notes n WHERE n.message_id = m.id)" if profile.memory == "amem" else "m.episode_id IS NULL"
         pending = (
             db.one(
-                "SELECT count(*) AS n, coalesce(sum(length(content)), 0) AS chars"
-                " FROM messages WHERE user_id = ? AND episode_id IS NULL",
+                "SELECT count(*) AS n, coalesce(sum(length(m.content)), 0) AS chars"
+                f" FROM messages m WHERE m.user_id = ? AND {waiting}",
                 (settings.user,),
             )
             if db is not None

@@ -35,6 +35,8 @@ def _text_arg(value: str, what: str) -> str:
 K = Annotated[int, typer.Option("--k", "-k", min=0, max=200, help="Episodes to retrieve (the paper's k; 0: no episodic retrieval).")]
 Raw = Annotated[int, typer.Option("--raw", min=0, max=50, help="Top episodes that bring their raw messages (the paper's r).")]
 Facts = Annotated[int, typer.Option("--facts", min=0, max=400, help="Facts to retrieve (the paper's m = 2k; 0: no semantic retrieval).")]
+Notes = Annotated[int, typer.Option("--notes", min=0, max=200, help="A-MEM notes to retrieve (k; 0: none), each bringing the notes it links to.")]
+Linked = Annotated[int, typer.Option("--linked", min=0, max=200, help="At most this many linked notes added to the retrieved notes.")]
 ContextOpt = Annotated[
     Context, typer.Option("--context", help="What episodes show: narrative (N) or raw messages for every episode (P).")
 ]
@@ -46,6 +48,8 @@ def search_cmd(
     k: K = 10,
     facts: Facts = 20,
     raw: Raw = 2,
+    notes: Notes = 10,
+    linked: Linked = 10,
     mode: Mode = SearchMode.hybrid,
     context: ContextOpt = Context.narrative,
     db: opt.Db = None,
@@ -61,7 +65,8 @@ def search_cmd(
     settings = opt.settings(db, user, None, embedder)
     store = deps.open_db(settings, create=False)
     emb = deps.build_embedder(settings, store)
-    hits, ms = search(store, settings.user, emb, text, SearchOptions(k=k, facts=facts, raw_for_top=raw, mode=mode.value, context=context.value))
+    options = SearchOptions(k=k, facts=facts, raw_for_top=raw, mode=mode.value, context=context.value, notes=notes, linked=linked)
+    hits, ms = search(store, settings.user, emb, text, options)
     if json_out:
         print_json(
             {
@@ -83,6 +88,10 @@ def search_cmd(
         if h.kind == "summary":
             out.print(f"[bold]summary[/bold] (version {h.id}): {esc(h.text)}", soft_wrap=True)
             continue
+        if h.kind == "note":
+            via = f"linked from N{h.linked_from}" if h.linked_from else f"score {h.score:.4f}"
+            out.print(f"[bold]N{h.id}[/bold] {h.start:%Y-%m-%d}  {via}  {esc(h.text)}", soft_wrap=True)
+            continue
         out.print(f"[bold]E{h.id}[/bold] {h.start:%Y-%m-%d %H:%M}  score {h.score:.4f}  [bold]{esc(h.title)}[/bold]")
         out.print(f"   {esc(h.text)}", soft_wrap=True)
     out.print(f"[dim]{len(hits)} hits in {ms:.1f} ms[/dim]")
@@ -93,6 +102,8 @@ def ask_cmd(
     k: K = 10,
     facts: Facts = 20,
     raw: Raw = 2,
+    notes: Notes = 10,
+    linked: Linked = 10,
     mode: Mode = SearchMode.hybrid,
     context: ContextOpt = Context.narrative,
     today: Annotated[str, typer.Option(help="Date to treat as today for questions like 'how long ago' (default: none).")] = "",
@@ -113,7 +124,7 @@ def ask_cmd(
     store = deps.open_db(settings, create=False)
     emb = deps.build_embedder(settings, store)
     llm = deps.build_llm(settings)
-    options = SearchOptions(k=k, facts=facts, raw_for_top=raw, mode=mode.value, context=context.value)
+    options = SearchOptions(k=k, facts=facts, raw_for_top=raw, mode=mode.value, context=context.value, notes=notes, linked=linked)
     answer, cited = ask(store, settings.user, emb, llm, text, options, today=today or None)
     with store.transaction():
         telemetry.write(store, settings.user, *llm.log.drain())
@@ -137,6 +148,9 @@ def ask_cmd(
         if i in by_id:
             h = by_id[i]
             out.print(f"[dim]  E{h.id} {h.start:%Y-%m-%d}: {esc(h.title)}[/dim]")
+    if not by_id:  # A-MEM memory: no episodes to cite; show the notes it read first
+        for h in [h for h in answer.hits if h.kind == "note"][:3]:
+            out.print(f"[dim]  N{h.id} {h.start:%Y-%m-%d}: {esc(h.text)}[/dim]", soft_wrap=True)
     out.print(
         f"[dim]{len(answer.hits)} memories, {answer.usage.prompt_tokens}+{answer.usage.completion_tokens} tokens, "
         f"search {answer.search_ms:.0f} ms, answer {answer.answer_ms / 1000:.1f} s[/dim]"

@@ -276,3 +276,15 @@ def test_stages_follow_the_method():
     assert stages(DEFAULT) == ("partition", "narration", "integration", "prediction", "distillation", "consolidation")
     assert stages(Profile(memory="summary", integrate=False)) == ("partition", "narration", "summary")
     assert stages(Profile(memory="naive-rag", distill="direct", facts=True)) == ("partition", "narration", "integration", "distillation")
+
+
+def test_amem_estimates_count_a_note_and_a_link_decision_per_message():
+    assert stages(Profile(memory="amem")) == ("note", "linking")
+    assert stages(Profile(memory="nemori+amem", facts=True))[-2:] == ("note", "linking")
+    est = estimate(92, 14_379, window=20, profile=Profile(memory="amem"), rates=rates.BUILTIN["small"])
+    assert est.calls == {"note": 92, "linking": 91} and est.episodes == 0 and est.windows == 0
+    native = estimate(92, 14_379, window=20, profile=DEFAULT, rates=rates.BUILTIN["small"])
+    both = estimate(92, 14_379, window=20, profile=Profile(memory="nemori+amem", facts=True), rates=rates.BUILTIN["small"])
+    # 16 estimated episodes (92 / 6, rounded up) at 17 facts per 15 episodes
+    assert both.calls["note"] == both.calls["linking"] == 18 and "consolidation" not in both.calls
+    assert both.seconds > native.seconds  # notes cost more than the consolidation they replace

@@ -223,6 +223,7 @@ def markdown(report: dict, *, groups: tuple[str, ...], score_keys: tuple[str, ..
          "context tokens (mean)", "search ms p50 / p95", "answer ms p50 / p95"],
         rows,
     )
+    lines += _storage_table(systems)
     stage_names = [st for st in INGEST_STAGES if any(st in s["costs"]["stages"] for s in systems.values())]
     if stage_names:
         lines += ["", "Ingest LLM cost by stage (seconds; calls; tokens in + out):", ""]
@@ -245,6 +246,22 @@ def markdown(report: dict, *, groups: tuple[str, ...], score_keys: tuple[str, ..
             lines.append(f"- `{n}`, {s['costs']['answers_with_notes']} of {s['overall']['questions']} answers: " + "; ".join(s["costs"]["notes"]))
     lines += ["", "Systems:", ""] + [f"- `{n}`: {s['description']}" for n, s in systems.items()]
     return "\n".join(lines) + "\n"
+
+
+def _storage_table(systems: dict) -> list[str]:
+    """What each memory keeps, counted as the Nemori paper's storage table does, and relative to the first system."""
+    if not any(s["costs"]["storage"].get("entries") for s in systems.values()):
+        return []
+    first = next(iter(systems.values()))["costs"]["storage"]
+    kinds = [k for k in ("episodes", "facts", "notes", "summary") if any(s["costs"]["storage"].get(k) for s in systems.values())]
+    rows = []
+    for name, s in systems.items():
+        st = s["costs"]["storage"]
+        share = f"{st['tokens'] / first['tokens'] * 100:.0f}%" if first.get("tokens") and st.get("tokens") is not None else "–"
+        links = f"{_num(st.get('links'))} / {_num(st.get('evolved'))}" if "links" in st else "–"
+        rows.append([f"`{name}`", _num(st.get("entries")), _num(st.get("characters")), _num(st.get("tokens")), share, *[_num(st.get(k)) for k in kinds], links])
+    header = ["system", "entries", "characters", "tokens", "tokens vs first row", *kinds, "note links / evolved notes"]
+    return ["", "Storage (entries, characters and tokens of what the memory keeps for answering, as the Nemori paper's Table 7 counts them):", "", *_table(header, rows)]
 
 
 def write(out: Path, report: dict, text: str) -> None:

@@ -75,6 +75,18 @@ MaxTokens = Annotated[
 ]
 
 
+Neighbours = Annotated[
+    int,
+    typer.Option("--neighbours", min=1, max=50, help="A-MEM modes: nearest notes offered to the model when a note is linked and evolved (A-MEM's k)."),
+]
+
+
+def _amem_settings(neighbours: int):
+    from nemori_cli.memory.amem import AmemSettings
+
+    return AmemSettings(neighbours=neighbours)
+
+
 def _check_budget(max_tokens: int | None) -> None:
     if max_tokens is not None and max_tokens <= 0:
         raise ConfigError(f"--max-tokens must be a positive number of tokens, not {max_tokens}")
@@ -192,6 +204,7 @@ def ingest(
     facts: FactsFlag = None,
     index: IndexFlag = None,
     max_tokens: MaxTokens = None,
+    neighbours: Neighbours = 5,
     dry_run: DryRun = False,
     progress: opt.ShowProgress = None,
     db: opt.Db = None,
@@ -222,7 +235,9 @@ def ingest(
     store = deps.open_db(settings)
     profile = _profile(store, memory, distill, integrate, facts, index)
     emb = deps.build_embedder(settings, store)
-    pipeline = Pipeline(store, settings.user, llm, emb, window=window, profile=profile, semantic=deps.semantic_settings(settings))
+    pipeline = Pipeline(
+        store, settings.user, llm, emb, window=window, profile=profile, semantic=deps.semantic_settings(settings), notes=_amem_settings(neighbours)
+    )
     added = pipeline.store(incoming, namespace)
     report = _process(pipeline, flush=flush, show_progress=_want_progress(progress), user=settings.user, max_tokens=max_tokens)
     report.read, report.added = len(incoming), added
@@ -231,6 +246,7 @@ def ingest(
 
 def flush_cmd(
     max_tokens: MaxTokens = None,
+    neighbours: Neighbours = 5,
     progress: opt.ShowProgress = None,
     window: opt.Window = 20,
     db: opt.Db = None,
@@ -247,16 +263,21 @@ def flush_cmd(
     _check_budget(max_tokens)
     settings = opt.settings(db, user, model, embedder)
     store = deps.open_db(settings, create=False)
-    if message_sql.count_pending(store, settings.user) == 0:
+    from nemori_cli.memory.profile import resolve
+    from nemori_cli.store import notes as note_sql
+
+    profile = resolve(store, {})
+    waiting = note_sql.count_unnoted if profile.memory == "amem" else message_sql.count_pending
+    if waiting(store, settings.user) == 0:
         from nemori_cli.pipeline.runner import IngestReport
 
         _print_report(IngestReport(), None, json_out)
         return
-    from nemori_cli.memory.profile import resolve
-
     llm = deps.build_llm(settings)
     emb = deps.build_embedder(settings, store)
-    pipeline = Pipeline(store, settings.user, llm, emb, window=window, profile=resolve(store, {}), semantic=deps.semantic_settings(settings))
+    pipeline = Pipeline(
+        store, settings.user, llm, emb, window=window, profile=profile, semantic=deps.semantic_settings(settings), notes=_amem_settings(neighbours)
+    )
     report = _process(pipeline, flush=True, show_progress=_want_progress(progress), user=settings.user, max_tokens=max_tokens)
     _print_report(report, None, json_out, max_tokens)
 

@@ -52,8 +52,8 @@ _SKIP = frozenset(
 class AmemSettings:
     neighbours: int = 5  # nearest notes offered to the link decision (A-MEM's k)
     link_floor: float = 0.55  # fallback: link neighbours at least this similar (cosine) when the answer is unusable
-    retrieve: int = 10  # notes a search returns before their links are added
-    linked: int = 10  # at most this many linked notes added to a search's notes
+    # How many notes a search returns, and how many linked ones it adds, are
+    # search options (retrieval/search.py: SearchOptions.notes, .linked).
 
 
 @dataclass(frozen=True)

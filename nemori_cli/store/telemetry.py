@@ -26,7 +26,7 @@ class EventRecord:
 
 
 # The method's order (the paper's cost table lists stages this way).
-STAGE_ORDER = ("partition", "narration", "integration", "prediction", "distillation", "consolidation", "summary", "answer")
+STAGE_ORDER = ("partition", "narration", "integration", "prediction", "distillation", "consolidation", "summary", "note", "linking", "answer")
 
 
 def write(db: Database, user: str, calls: list[CallRecord], events: list[EventRecord]) -> None:

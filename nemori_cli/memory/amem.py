@@ -98,17 +98,23 @@ class Amem:
             self.llm.log.repaired(CONSTRUCTION, "no keywords given; took the memory's own words")
         return value.model_copy(update={"keywords": keywords, "tags": tags}), "model"
 
-    def remember(
-        self, db: Database, user: str, source: NoteSource, attributes: tuple[prompt.NoteAttributes, str] | None = None
-    ) -> int:
-        """Store one memory as a note, linked and with its neighbours evolved; returns its id. Caller holds the transaction."""
+    def plan(self, db: Database, user: str, source: NoteSource, attributes: tuple[prompt.NoteAttributes, str] | None = None) -> "NotePlan":
+        """Everything the model decides for a new note, without writing: safe to run before the write lock is taken."""
         attrs, origin = attributes or self.attributes(source)
         vector = self._vector(source.content, attrs.keywords, attrs.tags, attrs.context)
         found = note_sql.vector_search(db, user, vector, self.settings.neighbours)
-        similarity = dict(found)
         neighbours = note_sql.by_ids(db, user, [i for i, _ in found])
         ordered = [neighbours[i] for i, _ in found if i in neighbours]
-        decision = self._decide(source, attrs, ordered, similarity)
+        decision = self._decide(source, attrs, ordered, dict(found))
+        return NotePlan(source, attrs, origin, vector, {n.id: n for n in ordered}, decision)
+
+    def write(self, db: Database, user: str, plan: "NotePlan") -> int:
+        """Store a planned note, its links and its neighbours' evolution; returns its id. Caller holds the transaction.
+
+        A neighbour deleted since the plan is skipped; one changed since keeps
+        its change (the model decided on text that is no longer there).
+        """
+        attrs, source = plan.attributes, plan.source
         note_id = note_sql.add(
             db,
             user,
@@ -117,18 +123,21 @@ class Amem:
             keywords=attrs.keywords,
             tags=attrs.tags,
             context=attrs.context,
-            embedding=vector,
-            origin=origin,
+            embedding=plan.vector,
+            origin=plan.origin,
             message_id=source.message_id,
             episode_id=source.episode_id,
         )
-        linked = [other for other in decision.links if note_sql.link(db, note_id, other, made_by=note_id)]
+        now = note_sql.by_ids(db, user, list(plan.neighbours))
+        linked = [other for other in plan.decision.links if other in now and note_sql.link(db, note_id, other, made_by=note_id)]
         evolved = []
-        for update in decision.updates:
-            before = neighbours[update.id]
-            tags = list(update.tags) or list(before.tags)  # no tags given: keep the ones it had
-            vector_after = self._vector(before.content, before.keywords, tags, update.context)
-            fields = note_sql.evolve(db, user, before, context=update.context, tags=tags, made_by=note_id, embedding=vector_after)
+        for update in plan.decision.updates:
+            shown, current = plan.neighbours[update.id], now.get(update.id)
+            if current is None or (current.context, current.tags) != (shown.context, shown.tags):
+                continue
+            tags = list(update.tags) or list(current.tags)  # no tags given: keep the ones it had
+            vector_after = self._vector(current.content, current.keywords, tags, update.context)
+            fields = note_sql.evolve(db, user, current, context=update.context, tags=tags, made_by=note_id, embedding=vector_after)
             if fields:
                 evolved.append(f"N{update.id} ({', '.join(fields)})")
         if linked or evolved:
@@ -137,6 +146,10 @@ class Amem:
                 f"N{note_id}: linked to {', '.join(f'N{i}' for i in linked) or 'nothing'}; evolved {', '.join(evolved) or 'nothing'}",
             )
         return note_id
+
+    def remember(self, db: Database, user: str, source: NoteSource, attributes: tuple[prompt.NoteAttributes, str] | None = None) -> int:
+        """Plan and write one note at once (the caller holds the transaction throughout)."""
+        return self.write(db, user, self.plan(db, user, source, attributes))
 
     def _vector(self, content: str, keywords, tags, context: str) -> np.ndarray:
         return self.embedder.embed_documents([note_sql.embedding_text(content, keywords, tags, context)])[0]
@@ -189,6 +202,18 @@ def _restates(context: str, memory: str) -> bool:
 class _Decision:
     links: tuple[int, ...]
     updates: tuple
+
+
+@dataclass(frozen=True)
+class NotePlan:
+    """A new note as decided before any write: its attributes, vector, the neighbours shown and the decision."""
+
+    source: NoteSource
+    attributes: prompt.NoteAttributes
+    origin: str
+    vector: np.ndarray
+    neighbours: dict[int, Note]
+    decision: _Decision
 
 
 def evoke(db: Database, user: str, vector: np.ndarray, *, k: int, threshold: float) -> list[Fact]:

@@ -162,11 +162,11 @@ class Pipeline:
                 if over_budget():
                     break
                 source = NoteSource(amem.message_content(message.speaker, message.content, message.timestamp), message.timestamp, message_id=message.id)
-                attributes = self.notes.attributes(source)  # made before the write lock is taken
+                plan = self.notes.plan(self.db, self.user, source)  # both model calls, before the write lock is taken
                 with self.db.transaction():
                     if note_sql.has_note(self.db, message.id):
                         continue  # another process made this note meanwhile
-                    self.notes.remember(self.db, self.user, source, attributes)
+                    self.notes.write(self.db, self.user, plan)
                     calls, events = self.llm.log.drain()
                     telemetry.write(self.db, self.user, calls, events)
                 self.tokens_used += sum(c.prompt_tokens + c.completion_tokens for c in calls)

@@ -292,3 +292,23 @@ def test_small_model_habits_are_repaired_and_counted(db, llm, backend, embedder)
     _, events = llm.log.drain()
     details = [e.detail for e in events if e.kind == "repaired"]
     assert any("example" in d for d in details) and any("copied memories" in d for d in details)
+
+
+def test_a_plan_made_before_the_lock_never_writes_over_newer_changes(db, llm, backend, embedder):
+    """The model's calls run outside the transaction; what changed meanwhile wins."""
+    db.bind_embedder("fake-bow:64", 64)
+    Script(backend)
+    a, b = add_notes(db, llm, embedder, ["Ann sails to Malta", "Ann sails a boat"])
+    Script(backend, decide=lambda ids: {"links": ids, "updates": [{"id": i, "context": "Ann's plans changed again.", "tags": []} for i in ids]})
+    amem = Amem(llm, embedder)
+    plan = amem.plan(db, "u", NoteSource("Ann sails to Malta by boat", DAY))
+    assert set(plan.decision.links) == {a, b}
+    with db.transaction():
+        forget.forget_note(db, "u", a, reembed=lambda t: embedder.embed_documents([t])[0])
+        note_sql.evolve(db, "u", note_sql.get(db, "u", b), context="Someone else changed this.", tags=["x"], made_by=None,
+                        embedding=embedder.embed_documents(["x"])[0])
+    with db.transaction():
+        new = amem.write(db, "u", plan)
+    assert note_sql.get(db, "u", new).links == (b,)  # the forgotten neighbour is not linked
+    assert note_sql.get(db, "u", b).context == "Someone else changed this."  # the newer change stands
+    assert db.query("PRAGMA foreign_key_check") == []

@@ -312,3 +312,24 @@ def test_a_plan_made_before_the_lock_never_writes_over_newer_changes(db, llm, ba
     assert note_sql.get(db, "u", new).links == (b,)  # the forgotten neighbour is not linked
     assert note_sql.get(db, "u", b).context == "Someone else changed this."  # the newer change stands
     assert db.query("PRAGMA foreign_key_check") == []
+
+
+def test_an_interrupted_amem_ingest_keeps_whole_notes_and_resumes(db, llm, backend, embedder):
+    script = Script(backend, decide=lambda ids: {"links": ids[:1], "updates": []})
+    calls = {"n": 0}
+
+    def flaky(messages, schema):
+        calls["n"] += 1
+        if calls["n"] == 6:  # the fourth note's construction (the first note has no link call)
+            raise KeyboardInterrupt
+        return script.answer(messages, schema)
+
+    backend.default = flaky
+    pipe = Pipeline(db, "u", llm, embedder, profile=resolve(db, {"memory": "amem"}))
+    pipe.store(chat(5))
+    with pytest.raises(KeyboardInterrupt):
+        pipe.process(flush=True)
+    assert note_sql.count(db, "u") == 3 and note_sql.count_unnoted(db, "u") == 2
+    report = Pipeline(db, "u", llm, embedder, profile=resolve(db, {})).process(flush=True)
+    assert report.notes == 2 and note_sql.count_unnoted(db, "u") == 0
+    assert db.query("PRAGMA foreign_key_check") == []

@@ -42,7 +42,7 @@ def _score_block(answers: list[dict], score_keys: tuple[str, ...]) -> dict:
     return block
 
 
-def _costs(builds: list[dict], answers: list[dict]) -> dict:
+def _costs(builds: list[dict], answers: list[dict], own_storage: list[dict] | None = None) -> dict:
     stages: dict[str, dict] = {}
     for build in builds:
         for row in build.get("stages", []):
@@ -52,8 +52,10 @@ def _costs(builds: list[dict], answers: list[dict]) -> dict:
             for key in into:
                 into[key] += row.get(key) or 0
     storage: dict[str, float] = defaultdict(float)
-    for build in builds:
-        for key, value in build.get("storage", {}).items():
+    # The system's own count of what it keeps, where recorded; else the build's
+    # (runs recorded before per-system storage existed).
+    for record in own_storage or builds:
+        for key, value in record.get("storage", {}).items():
             storage[key] += value
     return {
         "memories_built": len(builds),
@@ -120,11 +122,22 @@ def build(records: list[dict], config: dict, *, benchmark: str, groups: tuple[st
             "description": config.get("system_descriptions", {}).get(name, ""),
             "groups": {g: b for g, b in by_group.items() if b["questions"]},
             "overall": _score_block(mine, score_keys),
-            "costs": _costs(my_builds, mine),
+            "costs": _costs(my_builds, mine, _own_storage(records, benchmark, name, keys)),
         }
         if benchmark == "longmemeval":
             systems[name]["overall"].update(_longmemeval_extra(mine, groups))
     return {"benchmark": benchmark, "config": config, "judge": judge, "systems": systems}
+
+
+def _own_storage(records: list[dict], benchmark: str, system: str, keys: set) -> list[dict] | None:
+    """The latest per-system storage record of each memory this system answered from, if all are recorded."""
+    latest = {
+        (r["unit"], r.get("build_key")): r
+        for r in records
+        if r.get("kind") == "storage" and r.get("benchmark") == benchmark and r.get("system") == system
+    }
+    mine = [latest[k] for k in keys if k in latest]
+    return mine if len(mine) == len(keys) else None
 
 
 def _longmemeval_extra(answers: list[dict], types: tuple[str, ...]) -> dict:

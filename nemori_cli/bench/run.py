@@ -126,6 +126,10 @@ def _remove_db(path: Path) -> None:
             p.unlink()
 
 
+def _storage_record(storage) -> dict:
+    return {"entries": storage.entries, "characters": storage.characters, "tokens": storage.tokens, **storage.detail}
+
+
 class BenchRunner:
     def __init__(self, benchmark: str, log: ResultLog, shared: Shared, systems: list[System], scorer: Scorer, judge: Judge | None, progress: Progress):
         self.benchmark, self.log, self.shared = benchmark, log, shared
@@ -140,6 +144,7 @@ class BenchRunner:
                     db = open_dbs.get(system.build_key)
                     if db is None:
                         db = open_dbs[system.build_key] = self._built(unit, system)
+                    self._record_storage(unit, system, db)
                     self._answer_all(unit, system, db)
             finally:
                 for db in open_dbs.values():
@@ -173,11 +178,23 @@ class BenchRunner:
                 "seconds": round(seconds, 2),
                 "resumed": resumed,
                 "stages": telemetry.stage_stats(db, USER),
-                "storage": {"entries": storage.entries, "characters": storage.characters, "tokens": storage.tokens, **storage.detail},
+                "storage": _storage_record(storage),
                 "db_bytes": _file_bytes(path),
             }
         )
         return db
+
+    def _record_storage(self, unit: Unit, system: System, db: Database) -> None:
+        """What this system keeps of a memory, recorded per system.
+
+        Systems that share a build (one memory) may keep different parts of it
+        for answering (nemori+amem-notes reads the notes alone), so the build
+        record's storage, counted by whichever system built it, is not theirs.
+        """
+        where = {"kind": "storage", "benchmark": self.benchmark, "unit": unit.key, "system": system.name}
+        if self.log.find(**where) is None:
+            storage = system.storage(db, USER, self.shared)
+            self.log.append({**where, "build_key": system.build_key, "storage": _storage_record(storage)})
 
     def _answer_all(self, unit: Unit, system: System, db: Database) -> None:
         update = self.progress.step(f"{unit.key} {system.name}: questions", len(unit.questions))

@@ -309,3 +309,26 @@ def test_reports_rescore_old_records_from_their_answers():
     stale = {"kind": "answer", "answer": "Paris", "gold": "Paris", "category": 4, "set_f1": 0.0, "official_f1": 0.0, "bleu1": 0.0}
     fresh = locomo.rescore(stale)
     assert fresh["set_f1"] == 1.0 and fresh["official_f1"] == 1.0 and fresh["bleu1"] > 0.9
+
+
+def test_amem_systems_build_notes_and_count_their_own_storage(tmp_path, shared, locomo_path, backend):
+    """amem: a note per message; nemori+amem-notes shares nemori+amem's memory but keeps only its notes."""
+    world = backend.default
+    world.answers["NoteAttributes"] = {"keywords": ["Ann"], "context": "Ann and Bob talk about their news.", "tags": ["news"]}
+    world.answers["LinkDecision"] = {"links": [], "updates": []}
+    world.facts = [["Ann flew to Paris on 7 May 2023."], ["Bob adopted a kitten named Luna."]]
+    log = run_locomo(tmp_path / "out", shared, locomo_path, "amem-all")
+    builds = {b["build_key"]: b for b in log.of_kind("build")}
+    assert len(builds) == 2  # amem, and one memory for both nemori+amem systems
+    amem = next(b for k, b in builds.items() if "amem-nofacts" in k)
+    assert amem["storage"]["notes"] == 8 and amem["storage"]["episodes"] == 0
+    own = {r["system"]: r["storage"] for r in log.of_kind("storage")}
+    assert own["nemori+amem"]["episodes"] >= 1 and own["nemori+amem"]["notes"] == 2
+    assert own["nemori+amem-notes"]["episodes"] == 0 and own["nemori+amem-notes"]["entries"] == 2
+    keys, groups = ("set_f1", "evidence_recall"), tuple(locomo.CATEGORIES.values())
+    rep = report.build(log.records, {**CONFIG, "systems": ["amem", "nemori+amem", "nemori+amem-notes"]}, benchmark="locomo", groups=groups, score_keys=keys)
+    assert "note links / evolved notes" in report.markdown(rep, groups=groups, score_keys=keys, title="LoCoMo")
+    assert rep["systems"]["nemori+amem-notes"]["costs"]["storage"]["entries"] == 2
+    assert rep["systems"]["nemori+amem"]["costs"]["storage"]["entries"] == own["nemori+amem"]["entries"]
+    paris = [a for a in log.of_kind("answer") if a["system"] == "amem" and a["qid"] == "0"]
+    assert paris[0]["evidence_recall"] == 1.0  # a note's message counts as a retrieved turn

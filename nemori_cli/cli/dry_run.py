@@ -164,7 +164,11 @@ def render(data: dict, source: str, json_out: bool) -> None:
         f"read {data['read']} messages from {source}: {data['new']} new, {data['already_stored']} already stored; "
         f"{data['pending']} already pending",
         f"to process: {data['messages']} messages, {data['characters']:,} characters, "
-        f"in about {data['windows']} windows and {data['episodes']} episodes ({data['method']})",
+        + (
+            f"a note each ({data['method']})"
+            if data["method"] == "--memory amem"
+            else f"in about {data['windows']} windows and {data['episodes']} episodes ({data['method']})"
+        ),
         f"LLM calls: about {data['total_calls']} ({calls})" if data["total_calls"] else "LLM calls: none",
         f"tokens: about {data['prompt_tokens']:,} prompt + {data['output_tokens']:,} output; "
         f"about {data['minutes']:.1f} minutes of LLM time with model {data['model']}",

@@ -8,6 +8,7 @@ list positions, so evolution edited the wrong notes once anything moved).
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from typing import Annotated, Literal
 
@@ -115,7 +116,7 @@ def decision_schema(ids: tuple[int, ...]) -> type[BaseModel]:
     update = create_model(
         "NeighbourUpdate",
         __validators__={
-            "clip_context": field_validator("context")(lambda cls, v: clip(v, CONTEXT_MAX)),
+            "clip_context": field_validator("context")(lambda cls, v: clip(strip_tag_list(v), CONTEXT_MAX)),
             "clean_tags": field_validator("tags", mode="before")(lambda cls, v: _clean_words(v, TAG_MAX, MAX_TAGS, lower=True)),
         },
         id=(offered, Field(description="Id of the nearby memory to update.")),
@@ -131,12 +132,20 @@ def decision_schema(ids: tuple[int, ...]) -> type[BaseModel]:
 
 def _line(note: Note) -> str:
     tags = ", ".join(note.tags) or "-"
-    return f"[{note.id}] ({format_date(note.timestamp.date())}) {clip(note.content, 220)}\n    context: {note.context} | tags: {tags}"
+    return f"[{note.id}] ({format_date(note.timestamp.date())}) {clip(note.content, 220)}\n    context: {note.context}\n    tags: {tags}"
+
+
+_TAGS_IN_CONTEXT = re.compile(r"(\s*[|;]|\n)\s*tags?\s*:.*$", re.IGNORECASE | re.DOTALL)
+
+
+def strip_tag_list(context: str) -> str:
+    """A context without a "tags: ..." tail (Qwen2.5-1.5B copies the listing's layout into the sentence)."""
+    return _TAGS_IN_CONTEXT.sub("", context).strip()
 
 
 def render_links(content: str, day: str, attributes: NoteAttributes, neighbours: list[Note]) -> list[dict[str, str]]:
     listed = "\n".join(_line(n) for n in neighbours)
-    new = f"({day}) {clip(content, 400)}\n    context: {attributes.context} | tags: {', '.join(attributes.tags) or '-'}"
+    new = f"({day}) {clip(content, 400)}\n    context: {attributes.context}\n    tags: {', '.join(attributes.tags) or '-'}"
     return [
         {"role": "system", "content": LINK_SYSTEM},
         {"role": "user", "content": f"New memory:\n{new}\n\nNearby memories:\n{listed}\n\nWhich ids to link, and which to update?"},

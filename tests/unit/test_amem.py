@@ -333,3 +333,11 @@ def test_an_interrupted_amem_ingest_keeps_whole_notes_and_resumes(db, llm, backe
     report = Pipeline(db, "u", llm, embedder, profile=resolve(db, {})).process(flush=True)
     assert report.notes == 2 and note_sql.count_unnoted(db, "u") == 0
     assert db.query("PRAGMA foreign_key_check") == []
+
+
+def test_a_tag_list_copied_into_a_context_is_cut_off():
+    """Qwen2.5-1.5B wrote "… recently. | tags: life, adventure" as a neighbour's new context."""
+    schema = prompt.decision_schema((4,))
+    value = schema.model_validate_json('{"links": [4], "updates": [{"id": 4, "context": "Mel asks about news. | tags: life, adventure", "tags": []}]}')
+    assert value.updates[0].context == "Mel asks about news."
+    assert prompt.strip_tag_list("Ann lists her tags: none") == "Ann lists her tags: none"  # only the listing's layout is cut

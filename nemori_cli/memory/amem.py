@@ -31,7 +31,7 @@ from nemori_cli.domain import Fact, Note
 from nemori_cli.embed.base import Embedder
 from nemori_cli.errors import LLMOutputError
 from nemori_cli.llm.base import StructuredLLM
-from nemori_cli.pipeline.timeexpr import format_date
+from nemori_cli.pipeline.timeexpr import annotate_relative_times, format_date
 from nemori_cli.prompts import amem as prompt
 from nemori_cli.store import notes as note_sql
 from nemori_cli.store.db import Database
@@ -228,6 +228,4 @@ def evoke(db: Database, user: str, vector: np.ndarray, *, k: int, threshold: flo
 
 def message_content(speaker: str, content: str, timestamp: datetime) -> str:
     """A raw message as a note's content: who said it, relative times given their dates."""
-    from nemori_cli.pipeline.timeexpr import annotate_relative_times
-
     return f"{speaker}: {annotate_relative_times(content, timestamp)}"

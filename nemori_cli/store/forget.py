@@ -171,16 +171,6 @@ def forget_episode(db: Database, user: str, episode_id: int, reembed: Reembed | 
     return counts
 
 
-def notes_to_undo(db: Database, user: str, ids: list[int]) -> bool:
-    """Whether forgetting these notes changes other notes back (and so needs the embedder)."""
-    if not ids:
-        return False
-    row = db.one(
-        f"SELECT count(*) AS n FROM note_evolutions WHERE made_by IN ({_marks(ids)}) AND note_id NOT IN ({_marks(ids)})", (*ids, *ids)
-    )
-    return bool(row and row["n"])
-
-
 def _delete_notes(db: Database, user: str, ids: list[int], reembed: Reembed | None) -> dict[str, int]:
     """Delete notes, both directions of their links and their histories; undo what they evolved.
 

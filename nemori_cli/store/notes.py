@@ -160,16 +160,19 @@ def count(db: Database, user: str) -> int:
     return int(row["n"]) if row else 0
 
 
+def _changes(db: Database, column: str, note_id: int) -> list[NoteChange]:
+    rows = db.query(f"SELECT id, note_id, made_by, field, before, after, created_at FROM note_evolutions WHERE {column} = ? ORDER BY id", (note_id,))
+    return [NoteChange(r["id"], r["note_id"], r["made_by"], r["field"], r["before"], r["after"], r["created_at"]) for r in rows]
+
+
 def history(db: Database, note_id: int) -> list[NoteChange]:
     """Every change evolution made to a note, oldest first."""
-    rows = db.query("SELECT id, note_id, made_by, field, before, after, created_at FROM note_evolutions WHERE note_id = ? ORDER BY id", (note_id,))
-    return [NoteChange(r["id"], r["note_id"], r["made_by"], r["field"], r["before"], r["after"], r["created_at"]) for r in rows]
+    return _changes(db, "note_id", note_id)
 
 
 def caused_by(db: Database, note_id: int) -> list[NoteChange]:
     """The changes a note's arrival made to other notes, oldest first."""
-    rows = db.query("SELECT id, note_id, made_by, field, before, after, created_at FROM note_evolutions WHERE made_by = ? ORDER BY id", (note_id,))
-    return [NoteChange(r["id"], r["note_id"], r["made_by"], r["field"], r["before"], r["after"], r["created_at"]) for r in rows]
+    return _changes(db, "made_by", note_id)
 
 
 def vector_search(db: Database, user: str, query: np.ndarray, k: int) -> list[tuple[int, float]]:

@@ -10,6 +10,10 @@ measuring what they save. One Llama object per process.
 from __future__ import annotations
 
 import json
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 import os
 from pathlib import Path
 
@@ -74,13 +78,14 @@ class LlamaCppBackend:
         key = prompt_key(messages)
         self.states.before(key)
         try:
-            out = self.llama.create_chat_completion(
-                messages=messages,
-                logits_processor=LogitsProcessorList([constraint]),
-                max_tokens=max_tokens,
-                temperature=temperature,
-                repeat_penalty=1.1,
-            )
+            with _interrupt_after_the_call():
+                out = self.llama.create_chat_completion(
+                    messages=messages,
+                    logits_processor=LogitsProcessorList([constraint]),
+                    max_tokens=max_tokens,
+                    temperature=temperature,
+                    repeat_penalty=1.1,
+                )
         except ValueError as e:
             # llama.cpp raises ValueError when the prompt exceeds the context.
             self.states.failed()
@@ -94,3 +99,26 @@ class LlamaCppBackend:
         usage = out.get("usage") or {}
         text = out["choices"][0]["message"].get("content") or ""
         return RawCompletion(text, int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0)))
+
+
+@contextmanager
+def _interrupt_after_the_call() -> Iterator[None]:
+    """Hold Ctrl-C until llama.cpp returns, then raise it.
+
+    A KeyboardInterrupt raised inside llama-cpp-python's sampler callback is
+    swallowed by ctypes and leaves the grammar half-advanced; llama.cpp then
+    throws a C++ exception and the process aborts (seen: "Unexpected empty
+    grammar stack", exit -6) instead of stopping cleanly with its work kept.
+    A call takes seconds, so waiting for it costs little.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        raise KeyboardInterrupt

@@ -68,6 +68,7 @@ class Presets:
     default_llm: str
     default_embedder: str
     sources: tuple[str, ...] = ()
+    default_answer_llm: str | None = None  # None: the model that builds the memory answers too
 
 
 def _read_toml(path: Path) -> dict:
@@ -138,17 +139,18 @@ def preset_files() -> list[Path]:
 def load_presets() -> Presets:
     llms: dict[str, LLMPreset] = {}
     embedders: dict[str, EmbedderPreset] = {}
-    default_llm, default_embedder = "small", "minilm"
+    default_llm, default_embedder, default_answer_llm = "small", "minilm", None
     files = preset_files()
     for path in files:
         raw = _read_toml(path)
         default_llm = raw.get("default_llm", default_llm)
+        default_answer_llm = raw.get("default_answer_llm", default_answer_llm)
         default_embedder = raw.get("default_embedder", default_embedder)
         for name, body in raw.get("llm", {}).items():
             llms[name] = _llm_from(name, body, path)
         for name, body in raw.get("embedder", {}).items():
             embedders[name] = _embedder_from(name, body, path)
-    return Presets(llms, embedders, default_llm, default_embedder, tuple(str(f) for f in files))
+    return Presets(llms, embedders, default_llm, default_embedder, tuple(str(f) for f in files), default_answer_llm or None)
 
 
 def resolve_llm(presets: Presets, name: str | None) -> LLMPreset:
@@ -179,6 +181,7 @@ class Settings:
     model: str | None  # preset name or GGUF path; None = the presets' default
     embedder: str | None
     threads: int | None = None  # llama.cpp threads (env NEMORI_THREADS); default: the cores we may use
+    answer_model: str | None = None  # --answer-model / NEMORI_ANSWER_MODEL; None: models.toml's default_answer_llm, else model
     cache_dir: Path = field(default_factory=lambda: _user_dir("cache"))
 
     @classmethod
@@ -189,6 +192,7 @@ class Settings:
         user: str | None = None,
         model: str | None = None,
         embedder: str | None = None,
+        answer_model: str | None = None,
     ) -> "Settings":
         env = os.environ
         db_path = Path(db or env.get("NEMORI_DB") or _user_dir("data") / "nemori.db").expanduser()
@@ -202,6 +206,7 @@ class Settings:
             user=user_name,
             model=model or env.get("NEMORI_MODEL") or None,
             embedder=embedder or env.get("NEMORI_EMBEDDER") or None,
+            answer_model=answer_model or env.get("NEMORI_ANSWER_MODEL") or None,
             threads=int(threads) if threads else None,
             cache_dir=Path(cache).expanduser() if cache else _user_dir("cache"),
         )

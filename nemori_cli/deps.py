@@ -50,6 +50,20 @@ def build_llm(settings: Settings) -> StructuredLLM:
     return StructuredLLM(build_backend(llm_preset(settings), settings))
 
 
+def answer_preset(settings: Settings) -> LLMPreset:
+    """The model that answers: --answer-model, else models.toml's default_answer_llm, else the memory's model."""
+    presets = load_presets()
+    return resolve_llm(presets, settings.answer_model or presets.default_answer_llm or settings.model)
+
+
+def build_answer_llm(settings: Settings, memory_llm: StructuredLLM | None = None) -> StructuredLLM:
+    """The answer model; the memory model's own object when they are the same preset (one model loaded)."""
+    preset = answer_preset(settings)
+    if memory_llm is not None and preset.name == llm_preset(settings).name:
+        return memory_llm
+    return StructuredLLM(build_backend(preset, settings))
+
+
 def check_embedder_files(settings: Settings) -> None:
     """Fail on an unknown or missing embedder before a new database file is created."""
     embedder_path(resolve_embedder(load_presets(), settings.embedder))

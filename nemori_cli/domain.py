@@ -113,7 +113,7 @@ class NoteChange:
 class Hit:
     """One retrieved memory with its fused score and the ranks that made it."""
 
-    kind: str  # "episode" | "fact" | "summary" | "note"
+    kind: str  # "episode" | "fact" | "summary" | "note" | "message" (a raw turn, with its neighbours in messages)
     id: int
     score: float
     title: str
@@ -145,3 +145,6 @@ class Answer:
     usage: Usage
     search_ms: float
     answer_ms: float
+    cited: tuple[int, ...] = ()  # episode ids the answer comes from
+    failed: bool = False  # the model gave no usable answer (the text says so)
+    abstained: bool = False  # the answer says the memories do not hold it

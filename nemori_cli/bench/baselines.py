@@ -13,11 +13,12 @@ search time compare like for like.
 from __future__ import annotations
 
 import time
-from nemori_cli.bench.systems import ANSWER_TOKENS, Progress, Reply, Shared, Storage, System, answer_from, register, register_group
+from nemori_cli.bench.systems import ANSWER_TOKENS, Progress, Reply, Shared, Storage, System, register, register_group, reply
 from nemori_cli.domain import Hit, IncomingMessage, Message
 from nemori_cli.embed.base import identity
 from nemori_cli.prompts import answer as answer_prompt
 from nemori_cli.prompts.render import message_lines
+from nemori_cli.retrieval.answer import Layout, answer_hits
 from nemori_cli.store import episodes as episode_sql
 from nemori_cli.store import messages as message_sql
 from nemori_cli.store.db import Database
@@ -25,6 +26,7 @@ from nemori_cli.store.episodes import EpisodeDraft
 
 RAW_LIMIT = 4000  # characters per message shown: raw baselines see messages whole
 PROMPT_MARGIN = 64  # tokens kept free for the chat template around the prompt
+RAW_LAYOUT = Layout("messages", message_limit=RAW_LIMIT)  # blocks of raw messages, as the paper's baselines read them
 
 
 def _store_messages(db: Database, user: str, messages: list[IncomingMessage]) -> list[Message]:
@@ -82,12 +84,10 @@ class FullContextSystem(System):
         kept, dropped = self._fit(question, everything, today, shared)
         hits = _by_session(kept)
         search_ms = (time.perf_counter() - started) * 1000
-        text, prompt_tokens, completion_tokens, answer_ms, failed = answer_from(
-            shared, question, hits, today=today, raw_for_top=0, context="messages", message_limit=RAW_LIMIT
-        )
+        answer = answer_hits(shared.answer_llm, question, hits, RAW_LAYOUT, today=today, gate=False)
         note = f"left out the oldest {dropped} of {len(everything)} messages to fit {shared.context_window} tokens" if dropped else ""
         turns = tuple(m.source_id for m in kept if m.source_id)
-        return Reply(text, turns, len(hits), prompt_tokens, completion_tokens, search_ms, answer_ms, failed, note)
+        return reply(shared, answer, search_ms=search_ms, turns=turns, memories=len(hits), note=note)
 
     def storage(self, db: Database, user: str, shared: Shared) -> Storage:
         texts = [f"{m.speaker}: {m.content}" for m in message_sql.all_messages(db, user)]
@@ -138,11 +138,9 @@ class RagSystem(System):
             if (ep := found.get(i)) is not None
         ]
         search_ms = (time.perf_counter() - started) * 1000
-        text, prompt_tokens, completion_tokens, answer_ms, failed = answer_from(
-            shared, question, hits, today=today, raw_for_top=0, context="messages", message_limit=RAW_LIMIT
-        )
+        answer = answer_hits(shared.answer_llm, question, hits, RAW_LAYOUT, today=today, gate=False)
         turns = tuple(m.source_id for h in hits for m in h.messages if m.source_id)
-        return Reply(text, turns, len(hits), prompt_tokens, completion_tokens, search_ms, answer_ms, failed)
+        return reply(shared, answer, search_ms=search_ms, turns=turns, memories=len(hits))
 
     def storage(self, db: Database, user: str, shared: Shared) -> Storage:
         rows = db.query("SELECT narrative FROM episodes WHERE user_id = ? AND boundary = 'chunk'", (user,))

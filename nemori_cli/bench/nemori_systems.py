@@ -10,23 +10,27 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from nemori_cli.bench.systems import Progress, Reply, Shared, Storage, System, answer_from, register, register_group
+from nemori_cli.bench.systems import Progress, Reply, Shared, Storage, System, register, register_group, reply
 from nemori_cli.domain import IncomingMessage
 from nemori_cli.memory.profile import DEFAULT, MEMORY_MODES, NOTE_MODES, Profile
 from nemori_cli.pipeline import summary
 from nemori_cli.pipeline.runner import Pipeline
-from nemori_cli.retrieval.search import SearchOptions, search
+from nemori_cli.retrieval.answer import ask
+from nemori_cli.retrieval.search import PROFILES, SearchOptions
 from nemori_cli.store import messages as message_sql
 from nemori_cli.store import notes as note_sql
 from nemori_cli.store.db import Database
 
-PAPER_SEARCH = SearchOptions(k=10, facts=20, raw_for_top=2)  # the paper's k, m = 2k and r
+PAPER_SEARCH = PROFILES["paper"]  # the paper's k, m = 2k and r
+BUDGET_SEARCH = PROFILES["budget"]  # what `nemori ask` uses by default
 
 
 class NemoriSystem(System):
     resumable = True  # an interrupted build goes on from the pending messages in its database
 
     def __init__(self, name: str, description: str, profile: Profile = DEFAULT, options: SearchOptions = PAPER_SEARCH):
+        # The paper's retrieval is the default here so that every ablation reads its memory the way
+        # the paper's table does; `nemori` itself answers the way `nemori ask` does.
         self.name, self.description = name, description
         self.profile, self.options = profile, options
         p = profile
@@ -38,11 +42,8 @@ class NemoriSystem(System):
         pipeline.process(flush=True, progress=progress)  # resumes where an interrupted build stopped
 
     def answer(self, db: Database, user: str, question: str, today: str | None, shared: Shared) -> Reply:
-        hits, search_ms = search(db, user, shared.embedder, question, self.options)
-        text, prompt_tokens, completion_tokens, answer_ms, failed = answer_from(
-            shared, question, hits, today=today, raw_for_top=self.options.raw_for_top, context=self.options.context
-        )
-        return Reply(text, _turns(db, user, hits), len(hits), prompt_tokens, completion_tokens, search_ms, answer_ms, failed)
+        answer, _ = ask(db, user, shared.embedder, shared.answer_llm, question, self.options, today=today)
+        return reply(shared, answer, search_ms=answer.search_ms, turns=_turns(db, user, list(answer.hits)), memories=len(answer.hits))
 
     def storage(self, db: Database, user: str, shared: Shared) -> Storage:
         episodes = db.query("SELECT title, narrative FROM episodes WHERE user_id = ? AND status = 'active'", (user,))
@@ -84,13 +85,24 @@ def _turns(db: Database, user: str, hits) -> tuple[str, ...]:
     episode_ids += [n.episode_id for n in notes.values() if n.episode_id is not None and n.episode_id not in episode_ids]
     owned = message_sql.of_episodes(db, user, episode_ids) if episode_ids else {}
     turns = [m.source_id for e in episode_ids for m in owned.get(e, []) if m.source_id]
+    turns += [m.source_id for h in hits if h.kind == "message" for m in h.messages if m.source_id]
     messages = message_sql.by_ids(db, user, [n.message_id for n in notes.values() if n.message_id is not None])
     turns += [m.source_id for m in messages.values() if m.source_id]
     return tuple(dict.fromkeys(turns))
 
 
 _ABLATIONS = (
-    NemoriSystem("nemori", "Nemori: episodes (narrative, integrated) and facts by prediction error, consolidated; k=10, m=20, r=2"),
+    NemoriSystem(
+        "nemori",
+        "Nemori as `nemori ask` answers: episodes, facts and raw turns in one ranking cut at ~1,000 tokens, on a dated timeline",
+        options=BUDGET_SEARCH,
+    ),
+    NemoriSystem("nemori-paper", "Nemori with the paper's retrieval and layout: k=10 episodes, m=20 facts, raw messages of the top r=2"),
+    NemoriSystem(
+        "nemori-no-narratives",
+        "Nemori's budgeted timeline without episode narratives: facts and raw turns only",
+        options=replace(BUDGET_SEARCH, k=0),
+    ),
     NemoriSystem(
         "nemori-no-episodic",
         "Nemori's memory answered from facts only (k=0): the paper's 'w/o episodic memory'",

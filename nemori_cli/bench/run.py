@@ -210,6 +210,7 @@ class BenchRunner:
                     "gold": q.gold,
                     "answer": reply.answer,
                     "failed": reply.failed,
+                    "abstained": reply.abstained,
                     "memories": reply.memories,
                     "context_tokens": reply.prompt_tokens,
                     "completion_tokens": reply.completion_tokens,

@@ -1,8 +1,8 @@
 """Benchmark systems: what each builds from a conversation and how it answers.
 
-Every system shares the run's embedder, answer model and answer prompt
-(prompts/answer.py), so the only thing that differs between two rows of a
-report is the memory. A system is registered by name; systems whose
+Every system shares the run's embedder, answer model and answer path
+(retrieval/answer.answer_hits, the code `nemori ask` runs), so the only
+thing that differs between two rows of a report is the memory and its context. A system is registered by name; systems whose
 ``build_key`` is equal share one built memory per conversation (an ablation
 that changes only retrieval, such as answering without episodes, costs no
 second ingest).
@@ -10,20 +10,19 @@ second ingest).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from nemori_cli.domain import Hit, IncomingMessage
+from nemori_cli.domain import Answer, IncomingMessage
 from nemori_cli.embed.base import Embedder
-from nemori_cli.errors import ConfigError, LLMOutputError
+from nemori_cli.errors import ConfigError
 from nemori_cli.llm.base import StructuredLLM
 from nemori_cli.pipeline.semantic import SemanticSettings
-from nemori_cli.prompts import answer as answer_prompt
+from nemori_cli.retrieval.answer import ANSWER_TOKENS
 from nemori_cli.store.db import Database
 
 Progress = Callable[[int, int], None]
-ANSWER_TOKENS = 120  # what the answer may spend; also kept free in a full-context prompt
+__all__ = ["ANSWER_TOKENS"]  # kept free in a full-context prompt (baselines.py)
 
 
 @dataclass
@@ -35,6 +34,11 @@ class Shared:
     semantic: SemanticSettings
     count_tokens: Callable[[str], int]
     context_window: int  # the answer model's, in tokens
+    answer_llm: StructuredLLM | None = None  # --answer-model; None: the memory model answers too
+
+    def __post_init__(self) -> None:
+        if self.answer_llm is None:
+            self.answer_llm = self.llm
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,7 @@ class Reply:
     answer_ms: float
     failed: bool = False  # the model gave no usable answer (counted, scored as given)
     note: str = ""  # e.g. what a full-context prompt had to leave out
+    abstained: bool = False  # the answer says the memories do not hold it
 
 
 @dataclass(frozen=True)
@@ -75,33 +80,35 @@ class System:
         raise NotImplementedError
 
 
-FAILED_ANSWER = "(no usable answer)"
-
-
-def answer_from(
-    shared: Shared,
-    question: str,
-    hits: list[Hit],
-    *,
-    today: str | None,
-    raw_for_top: int,
-    context: str = "narrative",
-    message_limit: int = 200,
-) -> tuple[str, int, int, float, bool]:
-    """The one answer call every system makes: (answer, prompt tokens, completion tokens, ms, failed)."""
-    started = time.perf_counter()
-    episode_ids = tuple(h.id for h in hits if h.kind == "episode")
-    messages = answer_prompt.render(question, hits, raw_for_top=raw_for_top, now=today, context=context, message_limit=message_limit)
-    try:
-        done = shared.llm.complete(messages, schema=answer_prompt.schema_for(episode_ids), stage="answer", max_tokens=ANSWER_TOKENS)
-        text, failed = done.value.answer.strip(), False
-    except LLMOutputError:
-        text, failed = FAILED_ANSWER, True
-    calls, _ = shared.llm.log.drain()  # the bench keeps its own record; nothing piles up in memory
+def reply(shared: Shared, answer: Answer, *, search_ms: float, turns: tuple[str, ...], memories: int, note: str = "") -> Reply:
+    """The bench's record of one answer; the answer model's call log is drained so nothing piles up."""
+    calls, _ = shared.answer_llm.log.drain()
     # The context of one call: a retried call is logged with the tokens of all its attempts.
     prompt_tokens = sum(c.prompt_tokens // max(1, c.attempts) for c in calls)
     completion_tokens = sum(c.completion_tokens for c in calls)
-    return text, prompt_tokens, completion_tokens, (time.perf_counter() - started) * 1000, failed
+    return Reply(
+        answer.answer, turns, memories, prompt_tokens, completion_tokens, search_ms, answer.answer_ms, answer.failed, note, answer.abstained
+    )
+
+
+class AnsweredBy(System):
+    """A system whose memory one model builds and another answers from (--answer-model): a report row of its own."""
+
+    def __init__(self, inner: System, answer_model: str):
+        self.inner = inner
+        self.name = f"{inner.name}@{answer_model}"
+        self.description = f"{inner.description}; answered by {answer_model}"
+        self.build_key = inner.build_key  # the same memory as the system it wraps
+        self.resumable = getattr(inner, "resumable", False)
+
+    def build(self, db: Database, user: str, messages: list[IncomingMessage], shared: Shared, progress: Progress | None) -> None:
+        self.inner.build(db, user, messages, shared, progress)
+
+    def answer(self, db: Database, user: str, question: str, today: str | None, shared: Shared) -> Reply:
+        return self.inner.answer(db, user, question, today, shared)  # inner systems answer with shared.answer_llm
+
+    def storage(self, db: Database, user: str, shared: Shared) -> Storage:
+        return self.inner.storage(db, user, shared)
 
 
 # -- the registry -----------------------------------------------------------

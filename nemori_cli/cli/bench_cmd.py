@@ -24,6 +24,10 @@ bench_app = typer.Typer(help="Benchmarks: LoCoMo and LongMemEval, systems side b
 Systems = Annotated[str, typer.Option("--systems", help="Comma-separated systems or groups (see `nemori bench systems`).")]
 Questions = Annotated[Optional[int], typer.Option("--questions", min=1, help="At most this many questions (per LoCoMo sample).", show_default=False)]
 JudgeModel = Annotated[Optional[str], typer.Option("--judge-model", help="LLM preset that grades answers (default: no judge).", show_default=False)]
+AnswerModel = Annotated[
+    Optional[str],
+    typer.Option("--answer-model", help="Answer with this preset instead of --model; each system is then reported as SYSTEM@PRESET.", show_default=False),
+]
 Out = Annotated[Optional[Path], typer.Option("--out", help="Output folder; rerunning into it resumes (default bench-results/BENCHMARK-MODEL).", show_default=False)]
 
 LOCOMO_SCORES = ("set_f1", "official_f1", "bleu1", "evidence_recall")
@@ -79,7 +83,10 @@ def _model_info(preset) -> dict:
     }
 
 
-def _setup(settings, judge_model: str | None, file: Path, benchmark: str, systems_arg: str, scope: str, scope_key: dict, out: Path):
+def _setup(
+    settings, judge_model: str | None, file: Path, benchmark: str, systems_arg: str, scope: str, scope_key: dict, out: Path,
+    answer_model: str | None = None,
+):
     """The shared models, the chosen systems and the run's configuration.
 
     Everything that can be refused (a missing file, an unknown system or
@@ -96,6 +103,11 @@ def _setup(settings, judge_model: str | None, file: Path, benchmark: str, system
         raise InputError(f"{file}: no such file")
     chosen = registry.resolve(systems_arg)
     llm_preset = deps.llm_preset(settings)
+    answer_settings = replace(settings, answer_model=answer_model or settings.answer_model)
+    answer_preset = deps.answer_preset(answer_settings)
+    separate = answer_preset.name != llm_preset.name
+    if separate:  # each system answered by the other model is a row of its own, beside the same memory
+        chosen = [registry.AnsweredBy(s, answer_preset.name) for s in chosen]
     judge_settings = replace(settings, model=judge_model) if judge_model else None
     judge_preset = deps.llm_preset(judge_settings) if judge_settings else None
     emb_preset = resolve_embedder(load_presets(), settings.embedder)
@@ -104,6 +116,7 @@ def _setup(settings, judge_model: str | None, file: Path, benchmark: str, system
         "data": {"file": file.name, "sha256": _sha256(file)},
         "model": _model_info(llm_preset),
         "judge": _model_info(judge_preset) if judge_preset else None,
+        "answer_model": _model_info(answer_preset) if separate else None,
         "embedder": {"name": emb_preset.name, "model_name": emb_preset.model_name, "dimensions": emb_preset.dimensions, "tau": emb_preset.evoke_threshold},
         "scope": scope,
         "scope_key": scope_key,
@@ -114,11 +127,13 @@ def _setup(settings, judge_model: str | None, file: Path, benchmark: str, system
     }
     check_resumable(out, config, IDENTITY)
     llm = deps.build_llm(settings)
+    answer_llm = deps.build_answer_llm(answer_settings, llm)
     judge_llm = deps.build_llm(judge_settings) if judge_settings else None
     embedder = deps.build_embedder(settings)
-    backend = llm.backend
+    backend = answer_llm.backend  # contexts are counted and fitted for the model that reads them
     count = getattr(backend, "count_tokens", None) or (lambda text: len(text) // 4 + 1)
-    shared = Shared(llm, embedder, deps.semantic_settings(settings), count, getattr(backend, "n_ctx", None) or llm_preset.n_ctx)
+    window = getattr(backend, "n_ctx", None) or answer_preset.n_ctx
+    shared = Shared(llm, embedder, deps.semantic_settings(settings), count, window, answer_llm)
     config["context_window"] = shared.context_window
     config["token_count"] = "model tokenizer" if getattr(backend, "count_tokens", None) else "characters / 4"
     return shared, judge_llm, chosen, config
@@ -190,6 +205,7 @@ def locomo_cmd(
     judge_model: JudgeModel = None,
     out: Out = None,
     model: opt.Model = None,
+    answer_model: AnswerModel = None,
     embedder: opt.EmbedderName = None,
     progress: opt.ShowProgress = None,
     json_out: opt.Json = False,
@@ -207,7 +223,7 @@ def locomo_cmd(
     )
     out = out or _default_out("locomo", settings)
     shared, judge_llm, chosen, config = _setup(
-        settings, judge_model, file, "locomo", systems, scope, {"sessions": sessions, "adversarial": adversarial}, out
+        settings, judge_model, file, "locomo", systems, scope, {"sessions": sessions, "adversarial": adversarial}, out, answer_model
     )
     judge = locomo.judge_with(judge_llm, config["judge"]["name"]) if judge_llm else None
     _run("locomo", out, shared, judge, chosen, config, units, locomo.score, _want_progress(progress), json_out)
@@ -224,6 +240,7 @@ def longmemeval_cmd(
     judge_model: JudgeModel = None,
     out: Out = None,
     model: opt.Model = None,
+    answer_model: AnswerModel = None,
     embedder: opt.EmbedderName = None,
     progress: opt.ShowProgress = None,
     json_out: opt.Json = False,
@@ -236,7 +253,7 @@ def longmemeval_cmd(
     units = longmemeval.units(file, questions, per_type) if file.is_file() else None
     scope = f"{len(units or [])} questions" + (f" (at most {per_type} per type)" if per_type else "") + ", one memory each"
     out = out or _default_out("longmemeval", settings)
-    shared, judge_llm, chosen, config = _setup(settings, judge_model, file, "longmemeval", systems, scope, {}, out)
+    shared, judge_llm, chosen, config = _setup(settings, judge_model, file, "longmemeval", systems, scope, {}, out, answer_model)
     judge = longmemeval.judge_with(judge_llm, config["judge"]["name"]) if judge_llm else None
     _run("longmemeval", out, shared, judge, chosen, config, units, longmemeval.score, _want_progress(progress), json_out)
 

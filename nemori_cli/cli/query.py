@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from enum import Enum
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
@@ -32,26 +32,64 @@ def _text_arg(value: str, what: str) -> str:
     return text
 
 
-K = Annotated[int, typer.Option("--k", "-k", min=0, max=200, help="Episodes to retrieve (the paper's k; 0: no episodic retrieval).")]
-Raw = Annotated[int, typer.Option("--raw", min=0, max=50, help="Top episodes that bring their raw messages (the paper's r).")]
-Facts = Annotated[int, typer.Option("--facts", min=0, max=400, help="Facts to retrieve (the paper's m = 2k; 0: no semantic retrieval).")]
+class Profile(str, Enum):
+    budget = "budget"
+    paper = "paper"
+
+
+Opt = Optional[int]
+ProfileOpt = Annotated[
+    Profile,
+    typer.Option(
+        "--profile",
+        help="budget: episodes, facts and raw turns in one ranking cut at a token budget, on a dated timeline; "
+        "paper: the Nemori paper's k=10, m=20, r=2. The options below override it.",
+    ),
+]
+K = Annotated[Opt, typer.Option("--k", "-k", min=0, max=200, help="Episodes to retrieve (the paper's k; 0: no episodic retrieval).", show_default=False)]
+Raw = Annotated[Opt, typer.Option("--raw", min=0, max=50, help="Top episodes that bring their raw messages (the paper's r).", show_default=False)]
+Facts = Annotated[Opt, typer.Option("--facts", min=0, max=400, help="Facts to retrieve (the paper's m = 2k; 0: no semantic retrieval).", show_default=False)]
+Messages = Annotated[Opt, typer.Option("--messages", min=0, max=400, help="Raw messages taken into the ranking (0: none).", show_default=False)]
+Budget = Annotated[Opt, typer.Option("--budget", min=0, max=100_000, help="Tokens (estimated) for all that is retrieved; 0: no budget.", show_default=False)]
 Notes = Annotated[int, typer.Option("--notes", min=0, max=200, help="A-MEM notes to retrieve (k; 0: none), each bringing the notes it links to.")]
 Linked = Annotated[int, typer.Option("--linked", min=0, max=200, help="At most this many linked notes added to the retrieved notes.")]
 ContextOpt = Annotated[
-    Context, typer.Option("--context", help="What episodes show: narrative (N) or raw messages for every episode (P).")
+    Optional[Context], typer.Option("--context", help="What episodes show: narrative (N) or raw messages for every episode (P).", show_default=False)
 ]
 Mode = Annotated[SearchMode, typer.Option("--mode", help="hybrid (vector + full text, fused), vector or text.")]
+AnswerModel = Annotated[
+    Optional[str],
+    typer.Option("--answer-model", help="The model that answers (env NEMORI_ANSWER_MODEL; default: models.toml's default_answer_llm, else --model).", show_default=False),
+]
+
+
+def search_options(profile: Profile, *, k, facts, raw, messages, budget, context, mode: SearchMode, notes: int, linked: int):
+    """The profile's settings, with the options given on the command line instead of its own."""
+    from dataclasses import replace
+
+    from nemori_cli.retrieval.search import PROFILES
+
+    given = {"k": k, "facts": facts, "raw_for_top": raw, "messages": messages, "budget": budget}
+    chosen = {name: value for name, value in given.items() if value is not None}
+    if context is not None:
+        chosen["context"] = context.value
+        if context is Context.messages:
+            chosen["layout"] = "grouped"  # raw blocks per episode: the paper's P variant
+    return replace(PROFILES[profile.value], mode=mode.value, notes=notes, linked=linked, **chosen)
 
 
 def search_cmd(
     query: Annotated[str, typer.Argument(help="What to look for, or - for stdin.", show_default=False)],
-    k: K = 10,
-    facts: Facts = 20,
-    raw: Raw = 2,
+    profile: ProfileOpt = Profile.budget,
+    k: K = None,
+    facts: Facts = None,
+    raw: Raw = None,
+    messages: Messages = None,
+    budget: Budget = None,
     notes: Notes = 10,
     linked: Linked = 10,
     mode: Mode = SearchMode.hybrid,
-    context: ContextOpt = Context.narrative,
+    context: ContextOpt = None,
     db: opt.Db = None,
     user: opt.User = None,
     embedder: opt.EmbedderName = None,
@@ -59,13 +97,13 @@ def search_cmd(
 ) -> None:
     """Retrieve memories without any LLM: vector and full-text search, fused."""
     from nemori_cli import deps
-    from nemori_cli.retrieval.search import SearchOptions, search
+    from nemori_cli.retrieval.search import search
 
     text = _text_arg(query, "query")
+    options = search_options(profile, k=k, facts=facts, raw=raw, messages=messages, budget=budget, context=context, mode=mode, notes=notes, linked=linked)
     settings = opt.settings(db, user, None, embedder)
     store = deps.open_db(settings, create=False)
     emb = deps.build_embedder(settings, store)
-    options = SearchOptions(k=k, facts=facts, raw_for_top=raw, mode=mode.value, context=context.value, notes=notes, linked=linked)
     hits, ms = search(store, settings.user, emb, text, options)
     if json_out:
         print_json(
@@ -92,6 +130,9 @@ def search_cmd(
             via = f"linked from N{h.linked_from}" if h.linked_from else f"score {h.score:.4f}"
             out.print(f"[bold]N{h.id}[/bold] {h.start:%Y-%m-%d}  {via}  {esc(h.text)}", soft_wrap=True)
             continue
+        if h.kind == "message":
+            out.print(f"[bold]M{h.id}[/bold] {h.start:%Y-%m-%d %H:%M}  score {h.score:.4f}  {esc(h.title)}: {esc(h.text)}", soft_wrap=True)
+            continue
         out.print(f"[bold]E{h.id}[/bold] {h.start:%Y-%m-%d %H:%M}  score {h.score:.4f}  [bold]{esc(h.title)}[/bold]")
         out.print(f"   {esc(h.text)}", soft_wrap=True)
     out.print(f"[dim]{len(hits)} hits in {ms:.1f} ms[/dim]")
@@ -99,32 +140,36 @@ def search_cmd(
 
 def ask_cmd(
     question: Annotated[str, typer.Argument(help="The question, or - for stdin.", show_default=False)],
-    k: K = 10,
-    facts: Facts = 20,
-    raw: Raw = 2,
+    profile: ProfileOpt = Profile.budget,
+    k: K = None,
+    facts: Facts = None,
+    raw: Raw = None,
+    messages: Messages = None,
+    budget: Budget = None,
     notes: Notes = 10,
     linked: Linked = 10,
     mode: Mode = SearchMode.hybrid,
-    context: ContextOpt = Context.narrative,
+    context: ContextOpt = None,
     today: Annotated[str, typer.Option(help="Date to treat as today for questions like 'how long ago' (default: none).")] = "",
     db: opt.Db = None,
     user: opt.User = None,
     model: opt.Model = None,
+    answer_model: AnswerModel = None,
     embedder: opt.EmbedderName = None,
     json_out: opt.Json = False,
 ) -> None:
     """Answer a question from memory, citing the episodes used."""
     from nemori_cli import deps
     from nemori_cli.retrieval.answer import ask
-    from nemori_cli.retrieval.search import SearchOptions
     from nemori_cli.store import telemetry
 
     text = _text_arg(question, "question")
+    options = search_options(profile, k=k, facts=facts, raw=raw, messages=messages, budget=budget, context=context, mode=mode, notes=notes, linked=linked)
     settings = opt.settings(db, user, model, embedder)
+    settings.answer_model = answer_model or settings.answer_model
     store = deps.open_db(settings, create=False)
     emb = deps.build_embedder(settings, store)
-    llm = deps.build_llm(settings)
-    options = SearchOptions(k=k, facts=facts, raw_for_top=raw, mode=mode.value, context=context.value, notes=notes, linked=linked)
+    llm = deps.build_answer_llm(settings)
     answer, cited = ask(store, settings.user, emb, llm, text, options, today=today or None)
     with store.transaction():
         telemetry.write(store, settings.user, *llm.log.drain())
@@ -133,6 +178,8 @@ def ask_cmd(
             {
                 "question": answer.question,
                 "answer": answer.answer,
+                "abstained": answer.abstained,  # the memories do not hold the answer
+                "failed": answer.failed,  # the model gave no usable answer
                 "cited": cited,
                 "model": llm.model_id,
                 "memories": [hit_json(h) for h in answer.hits],

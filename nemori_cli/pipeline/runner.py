@@ -33,6 +33,7 @@ from nemori_cli.pipeline.partition import Group, PartitionSettings, partition
 from nemori_cli.pipeline.semantic import SemanticSettings, distill_facts
 from nemori_cli.store import episodes as episode_sql
 from nemori_cli.store import facts as fact_sql
+from nemori_cli.store import message_index
 from nemori_cli.store import messages as message_sql
 from nemori_cli.store import notes as note_sql
 from nemori_cli.store import telemetry
@@ -87,11 +88,17 @@ class Pipeline:
         self.tokens_used = 0  # this run's, counted as _episode drains the call log
 
     def store(self, incoming: list[IncomingMessage], namespace: str = "") -> int:
-        """Store new messages (all or none) and the profile; returns how many were new."""
+        """Store new messages (all or none), index them for search, and the profile; returns how many were new.
+
+        Messages not indexed before (a database made before the message index
+        existed) are indexed here too, in the same transaction.
+        """
         with self.db.transaction():
             self.db.bind_embedder(identity(self.embedder), self.embedder.dimensions)
             record(self.db, self.profile)
-            return message_sql.insert_messages(self.db, self.user, incoming, namespace)
+            added = message_sql.insert_messages(self.db, self.user, incoming, namespace)
+            message_index.index_all(self.db, self.user, self.embedder.embed_documents)
+            return added
 
     def process(self, *, flush: bool, progress: Progress | None = None, max_tokens: int | None = None) -> IngestReport:
         """Turn pending messages into episodes, window by window.

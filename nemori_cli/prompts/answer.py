@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from typing import Literal
 
@@ -9,6 +10,7 @@ from pydantic import BaseModel, Field, create_model, field_validator
 
 from nemori_cli.domain import Hit
 from nemori_cli.pipeline.timeexpr import format_date
+from nemori_cli.prompts import timeline
 from nemori_cli.prompts.render import clip, message_lines
 
 ANSWER_MAX = 400
@@ -20,6 +22,56 @@ SYSTEM = (
     "dates as absolute dates. Be brief: a short phrase, not a paragraph. If the memories "
     "do not contain the answer, say that you do not know. Answer with JSON only."
 )
+
+
+# The one phrase an abstention is given in: LoCoMo's official scorer and the
+# bench's abstention check both look for "not mentioned".
+NOT_MENTIONED = "Not mentioned in my memories."
+
+TIMELINE_SYSTEM = (
+    "You answer questions about a person's past conversations using only the memories "
+    "given, which are listed by date, oldest first. Quoted lines are what was said; a date "
+    "in [brackets] is what a word like 'yesterday' meant. Give dates as absolute dates. "
+    "Be brief: a short phrase, not a sentence. If the memories do not say, answer: "
+    f"{NOT_MENTIONED} Answer with JSON only."
+)
+
+
+_CLOCK = re.compile(r"^\s*(?:at\s+)?\d{1,2}[:.]\d{2}(?:\s*[ap]\.?m\.?)?\s*$", re.IGNORECASE)
+
+
+def is_clock_time(answer: str) -> bool:
+    """'13:56', '1.56 pm': a time of day, never an answer to 'how long'."""
+    return bool(_CLOCK.match(answer))
+
+
+def _no_clock(cls, v: str) -> str:
+    if is_clock_time(v):
+        raise ValueError("a time of day is not an answer to 'how long'; give a duration or a date")
+    return v
+
+
+@lru_cache(maxsize=4)
+def timeline_schema(duration: bool) -> type[BaseModel]:
+    """Only the answer: citations come from what was retrieved, not from the model (fewer tokens to write)."""
+    validators = {"clip_answer": field_validator("answer")(lambda cls, v: clip(v, ANSWER_MAX))}
+    if duration:
+        validators["no_clock"] = field_validator("answer")(_no_clock)
+    return create_model(
+        "Answer",
+        __validators__=validators,
+        answer=(str, Field(min_length=1, description="The short answer.")),
+    )
+
+
+def render_timeline(question: str, hits: list[Hit], *, now: str | None, arithmetic: list[str]) -> list[dict[str, str]]:
+    memories = timeline.render(hits) if hits else "(no memories found)"
+    worked = ("\nDate arithmetic, already worked out:\n" + "\n".join(arithmetic)) if arithmetic else ""
+    today = f"\nToday is {now}." if now else ""
+    return [
+        {"role": "system", "content": TIMELINE_SYSTEM},
+        {"role": "user", "content": f"Memories:\n{memories}\n{worked}{today}\nQuestion: {question}"},
+    ]
 
 
 @lru_cache(maxsize=64)

@@ -1,18 +1,127 @@
-"""Answering: retrieve, then one constrained LLM call that cites memory ids."""
+"""Answering: retrieve, then one constrained LLM call; the one road every answer takes.
+
+`nemori ask`, the doctor's probe and every benchmark system (the baselines
+included, with contexts of their own) answer through ``answer_hits``: the
+same prompt choice, schema, call, logging, failure handling and abstention.
+"""
 
 from __future__ import annotations
 
+import re
 import time
+from dataclasses import dataclass
 
-from nemori_cli.domain import Answer, Usage
+from nemori_cli.domain import Answer, Hit, Usage
 from nemori_cli.embed.base import Embedder
 from nemori_cli.errors import LLMOutputError
 from nemori_cli.llm.base import StructuredLLM
 from nemori_cli.prompts import answer as prompt
-from nemori_cli.retrieval.search import SearchOptions, search
+from nemori_cli.prompts import timeline
+from nemori_cli.retrieval import timecalc
+from nemori_cli.retrieval.search import DEFAULT_PROFILE, PROFILES, SearchOptions, search
 from nemori_cli.store.db import Database
 
 STAGE = "answer"
+ANSWER_TOKENS = 120  # what an answer may spend
+FAILED = "(the model gave no usable answer; the memories below are the best matches)"
+# Below this cosine similarity, with no full-text match either, nothing
+# retrieved is about the question: the answer is "not mentioned" without a
+# model call (MiniLM puts unrelated sentences at about 0.0-0.2).
+UNRELATED_SIMILARITY = 0.2
+
+# What a model says when the memories do not hold the answer.
+_ABSTAINS = re.compile(
+    r"\b(not mentioned|do not know|don't know|no information|not (?:known|available|provided|specified|stated|say)"
+    r"|(?:cannot|can't|can not) (?:be )?(?:answer|determin|tell)\w*|unknown)\b",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How retrieved memories are shown to the model."""
+
+    name: str = "timeline"  # timeline | grouped (the paper's: episodes, then facts) | messages (raw blocks)
+    raw_for_top: int = 0  # grouped: top episodes that bring their raw messages
+    message_limit: int = 200  # grouped/messages: characters per raw message
+
+
+def layout_of(options: SearchOptions) -> Layout:
+    if options.layout == "timeline":
+        return Layout("timeline")
+    return Layout("messages" if options.context == "messages" else "grouped", options.raw_for_top)
+
+
+def abstains(text: str) -> bool:
+    return bool(_ABSTAINS.search(text))
+
+
+def unsupported(hits: list[Hit]) -> bool:
+    """Nothing retrieved, or nothing retrieved that is about the question."""
+    if not hits:
+        return True
+    if any(h.text_rank is not None for h in hits):
+        return False
+    best = max((h.similarity for h in hits if h.similarity is not None), default=None)
+    return best is not None and best < UNRELATED_SIMILARITY
+
+
+def answer_hits(
+    llm: StructuredLLM, question: str, hits: list[Hit], layout: Layout = Layout(), *, today: str | None = None, gate: bool = True
+) -> Answer:
+    """One answer from these memories (search time is the caller's to fill in).
+
+    With ``gate``, a question nothing retrieved is about gets NOT_MENTIONED at
+    once; the baselines, which always see their context, pass gate=False.
+    """
+    started = time.perf_counter()
+    if gate and unsupported(hits):
+        llm.log.decision(STAGE, "nothing retrieved is about the question: answered 'not mentioned' without the model")
+        return Answer(question, prompt.NOT_MENTIONED, tuple(hits), Usage(), 0.0, (time.perf_counter() - started) * 1000, abstained=True)
+    episode_ids = tuple(h.id for h in hits if h.kind == "episode")
+    if layout.name == "timeline":
+        arithmetic = timecalc.notes(question, timeline.days_shown(hits), timecalc.parse_day(today))
+        messages = prompt.render_timeline(question, hits, now=today, arithmetic=arithmetic)
+        schema = prompt.timeline_schema(timecalc.asks_duration(question))
+    else:
+        context = "messages" if layout.name == "messages" else "narrative"
+        messages = prompt.render(question, hits, raw_for_top=layout.raw_for_top, now=today, context=context, message_limit=layout.message_limit)
+        schema = prompt.schema_for(episode_ids)
+    failed = False
+    try:
+        completion = llm.complete(messages, schema=schema, stage=STAGE, max_tokens=ANSWER_TOKENS)
+        text = completion.value.answer.strip()
+        cited = list(dict.fromkeys(getattr(completion.value, "sources", [])))
+        usage = Usage(completion.prompt_tokens, completion.completion_tokens, completion.ms)
+    except LLMOutputError as e:
+        # No silent empty answer: say plainly that the model failed, and still show the memories.
+        llm.log.fallback(STAGE, e.message)
+        text, cited, failed = FAILED, [], True
+        last = llm.log.calls[-1] if llm.log.calls else None
+        usage = Usage(last.prompt_tokens // max(1, last.attempts), last.completion_tokens, last.ms) if last else Usage()
+    if not cited:
+        cited = _cited(text, hits)
+    answer_ms = (time.perf_counter() - started) * 1000
+    return Answer(question, text, tuple(hits), usage, 0.0, answer_ms, cited=tuple(cited), failed=failed, abstained=not failed and abstains(text))
+
+
+def _cited(text: str, hits: list[Hit]) -> list[int]:
+    """The episodes behind the answer: those whose memories share the most words with it, best-ranked first.
+
+    Chosen by code, not by the model: a 0.5B model's citations were often
+    any id on the page, and writing them costs output tokens.
+    """
+    words = set(re.findall(r"\w+", text.lower())) - {"the", "a", "an", "and", "of", "in", "on", "to", "with"}
+    scored: dict[int, float] = {}
+    for rank, h in enumerate(hits):
+        episode = h.id if h.kind == "episode" else next((m.episode_id for m in h.messages if m.episode_id), None)
+        if episode is None:
+            continue
+        said = set(re.findall(r"\w+", " ".join([h.text, *(m.content for m in h.messages)]).lower()))
+        overlap = len(words & said)
+        scored[episode] = max(scored.get(episode, 0.0), overlap - rank * 1e-3)
+    ordered = sorted(scored, key=lambda e: -scored[e])
+    return ordered[:3]
 
 
 def ask(
@@ -21,29 +130,12 @@ def ask(
     embedder: Embedder,
     llm: StructuredLLM,
     question: str,
-    options: SearchOptions = SearchOptions(),
+    options: SearchOptions = PROFILES[DEFAULT_PROFILE],
     *,
     today: str | None = None,
 ) -> tuple[Answer, list[int]]:
-    """The answer and the ids of the memories it cites (the model's choice, else the top hits)."""
+    """Retrieve and answer; returns the answer and the ids of the episodes it cites."""
     hits, search_ms = search(db, user, embedder, question, options)
-    started = time.perf_counter()
-    episode_hits = [h for h in hits if h.kind == "episode"]
-    schema = prompt.schema_for(tuple(h.id for h in episode_hits))
-    messages = prompt.render(question, hits, raw_for_top=options.raw_for_top, now=today, context=options.context)
-    try:
-        completion = llm.complete(messages, schema=schema, stage=STAGE, max_tokens=120)
-        text = completion.value.answer.strip()
-        cited = list(dict.fromkeys(completion.value.sources))
-        usage = Usage(completion.prompt_tokens, completion.completion_tokens, completion.ms)
-    except LLMOutputError as e:
-        # No silent empty answer: say plainly that the model failed, and still show the memories.
-        llm.log.fallback(STAGE, e.message)
-        text = "(the model gave no usable answer; the memories below are the best matches)"
-        cited = []
-        last = llm.log.calls[-1] if llm.log.calls else None
-        usage = Usage(last.prompt_tokens, last.completion_tokens, last.ms) if last else Usage()
-    if not cited:
-        cited = [h.id for h in episode_hits[:3]]
-    answer_ms = (time.perf_counter() - started) * 1000
-    return Answer(question, text, tuple(hits), usage, search_ms, answer_ms), cited
+    answer = answer_hits(llm, question, hits, layout_of(options), today=today)
+    answer = Answer(**{**answer.__dict__, "search_ms": search_ms})
+    return answer, list(answer.cited)

@@ -1,4 +1,4 @@
-"""Hybrid search over episodes: vector (cosine) and full text (BM25), fused by RRF.
+"""Hybrid search over episodes, facts, notes and raw messages: vector (cosine) and full text (BM25), fused by RRF.
 
 Reciprocal rank fusion needs no score calibration between the two lists:
 each hit scores sum(1 / (RRF_K + rank)) over the lists that found it.
@@ -14,8 +14,11 @@ from dataclasses import dataclass, replace
 
 from nemori_cli.domain import Hit
 from nemori_cli.embed.base import Embedder
+from nemori_cli.retrieval import budget
 from nemori_cli.store import episodes as episode_sql
 from nemori_cli.store import facts as fact_sql
+from nemori_cli.store import message_index
+from nemori_cli.store import messages as message_sql
 from nemori_cli.store import notes as note_sql
 from nemori_cli.store.db import Database
 
@@ -34,6 +37,24 @@ class SearchOptions:
     context: str = "narrative"
     notes: int = 10  # A-MEM notes returned (k), when the memory has any; 0 for none
     linked: int = 10  # at most this many notes linked to those added after them
+    messages: int = 0  # raw messages taken into the ranking (their own index); 0 for none
+    turns: int = 1  # turns either side of a retrieved message, from its session
+    # Tokens (estimated, see retrieval/budget.py) for everything retrieved:
+    # one ranking over all kinds, cut where the budget ends. 0: no budget,
+    # k/m/r decide alone (the paper's setting).
+    budget: int = 0
+    layout: str = "grouped"  # how the answer prompt lays it out: grouped by kind (the paper's) | timeline
+
+
+# Named settings, so a run says which it used and the paper's stays comparable.
+PROFILES = {
+    # The Nemori paper's retrieval: k = 10 episodes, m = 2k facts, raw messages of the top r = 2.
+    "paper": SearchOptions(k=10, facts=20, raw_for_top=2),
+    # Made for a small answer model: episodes, facts and raw turns in one
+    # ranking, cut at about 1,000 tokens, shown as a dated timeline.
+    "budget": SearchOptions(k=10, facts=20, raw_for_top=0, messages=30, turns=1, budget=1000, layout="timeline"),
+}
+DEFAULT_PROFILE = "budget"
 
 
 def fuse(ranked_lists: list[list[int]], k: int) -> list[tuple[int, float, list[int | None]]]:
@@ -91,8 +112,40 @@ def search(db: Database, user: str, embedder: Embedder, query: str, options: Sea
         hits.extend(_fact_hits(db, user, query, query_vector, options))
     if options.notes:
         hits.extend(_note_hits(db, user, query, query_vector, options))
+    if options.messages:
+        hits.extend(_message_hits(db, user, query, query_vector, options))
+    if options.budget:
+        hits = budget.select(hits, options.budget)
     hits.extend(_summary_hit(db, user))
     return hits, (time.perf_counter() - started) * 1000
+
+
+def _message_hits(db: Database, user: str, query: str, query_vector, options: SearchOptions) -> list[Hit]:
+    """Raw turns, searched like everything else; each brings its neighbouring turns."""
+    fused, similarity = _ranked(db, user, query, query_vector, options, message_index.vector_search, message_index.text_search, options.messages)
+    found = message_sql.by_ids(db, user, [i for i, _, _ in fused])
+    context = message_index.around(db, user, [found[i] for i, _, _ in fused if i in found], options.turns)
+    hits = []
+    for message_id, score, (vrank, trank) in fused:
+        m = found.get(message_id)
+        if m is None:
+            continue
+        hits.append(
+            Hit(
+                kind="message",
+                id=m.id,
+                score=score,
+                title=m.speaker,
+                text=m.content,
+                start=m.timestamp,
+                end=m.timestamp,
+                vector_rank=vrank,
+                text_rank=trank,
+                similarity=similarity.get(message_id),
+                messages=tuple(context[m.id]),
+            )
+        )
+    return hits
 
 
 def _note_hits(db: Database, user: str, query: str, query_vector, options: SearchOptions) -> list[Hit]:

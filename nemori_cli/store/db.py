@@ -19,7 +19,7 @@ from nemori_cli.errors import StoreError
 from nemori_cli.store.migrations import MIGRATIONS
 
 BUSY_TIMEOUT_MS = 10_000
-VECTOR_TABLES = ("episode_vec", "fact_vec", "note_vec")
+VECTOR_TABLES = ("episode_vec", "fact_vec", "note_vec", "message_vec")
 
 
 def now_iso() -> str:

@@ -29,10 +29,11 @@ from collections.abc import Callable
 import numpy as np
 
 from nemori_cli.errors import StoreError
+from nemori_cli.store import message_index
 from nemori_cli.store import notes as note_sql
 from nemori_cli.store.db import Database
 
-TEXT_INDEXES = ("episode_fts", "fact_fts", "note_fts")
+TEXT_INDEXES = ("episode_fts", "fact_fts", "note_fts", "message_fts")
 
 # Turns a note's text into its vector: needed only to undo what a forgotten
 # note's arrival changed in its neighbours (their vectors are recomputed).
@@ -162,6 +163,8 @@ def forget_episode(db: Database, user: str, episode_id: int, reembed: Reembed | 
     if notes:  # --memory nemori+amem only
         counts.update(_delete_notes(db, user, notes, reembed))
 
+    owned = [r["id"] for r in db.query(f"SELECT id FROM messages WHERE user_id = ? AND episode_id IN ({marks})", (user, *ids))]
+    message_index.delete(db, owned)
     db.conn.execute(f"DELETE FROM messages WHERE user_id = ? AND episode_id IN ({marks})", (user, *ids))
     counts["messages"] = db.conn.changes()
     _delete_ids(db, "episode_fts", ids)
@@ -224,6 +227,7 @@ def forget_note(db: Database, user: str, note_id: int, reembed: Reembed | None =
     counts = _delete_notes(db, user, [note_id], reembed)
     counts["messages"] = 0
     if note.message_id is not None:
+        message_index.delete(db, [note.message_id])
         db.conn.execute("DELETE FROM messages WHERE user_id = ? AND id = ?", (user, note.message_id))
         counts["messages"] = db.conn.changes()
     return counts
@@ -246,7 +250,7 @@ def forget_fact(db: Database, user: str, fact_id: int) -> dict[str, int]:
 # rows referring to rows deleted in the same statement are fine).
 _USER_TABLES = (
     "note_fts", "note_vec", "notes",
-    "summaries", "fact_fts", "fact_vec", "facts", "messages",
+    "summaries", "fact_fts", "fact_vec", "facts", "message_fts", "message_vec", "messages",
     "episode_fts", "episode_vec", "episodes", "llm_calls", "stage_events",
 )
 

@@ -25,6 +25,7 @@ class TextIndex:
 EPISODE_TEXT = TextIndex("episode_fts", "episode_fts_terms", "episodes")
 FACT_TEXT = TextIndex("fact_fts", "fact_fts_terms", "facts")
 NOTE_TEXT = TextIndex("note_fts", "note_fts_terms", "notes")
+MESSAGE_TEXT = TextIndex("message_fts", "message_fts_terms", "messages")
 
 
 def vector_search(db: Database, table: str, user: str, query: np.ndarray, k: int) -> list[tuple[int, float]]:

@@ -49,7 +49,7 @@ def insert_messages(db: Database, user: str, messages: list[IncomingMessage], na
     return db.conn.total_changes() - before
 
 
-def _message(row: dict) -> Message:
+def row_to_message(row: dict) -> Message:
     return Message(
         id=row["id"],
         user=row["user_id"],
@@ -63,17 +63,17 @@ def _message(row: dict) -> Message:
     )
 
 
-_COLUMNS = "id, user_id, msg_key, speaker, content, ts, source_id, session, episode_id"
+COLUMNS = "id, user_id, msg_key, speaker, content, ts, source_id, session, episode_id"
 
 
 def pending(db: Database, user: str, limit: int | None = None) -> list[Message]:
     """The buffer: messages no episode owns yet, oldest first."""
-    sql = f"SELECT {_COLUMNS} FROM messages WHERE user_id = ? AND episode_id IS NULL ORDER BY ts_epoch, id"
+    sql = f"SELECT {COLUMNS} FROM messages WHERE user_id = ? AND episode_id IS NULL ORDER BY ts_epoch, id"
     params: tuple = (user,)
     if limit is not None:
         sql += " LIMIT ?"
         params = (user, limit)
-    return [_message(r) for r in db.query(sql, params)]
+    return [row_to_message(r) for r in db.query(sql, params)]
 
 
 def count_pending(db: Database, user: str) -> int:
@@ -84,10 +84,10 @@ def count_pending(db: Database, user: str) -> int:
 def all_messages(db: Database, user: str, *, pending_only: bool = False, limit: int | None = None) -> list[Message]:
     if pending_only:
         return pending(db, user, limit)
-    sql = f"SELECT {_COLUMNS} FROM messages WHERE user_id = ? ORDER BY ts_epoch, id"
+    sql = f"SELECT {COLUMNS} FROM messages WHERE user_id = ? ORDER BY ts_epoch, id"
     if limit is not None:
-        return [_message(r) for r in db.query(sql + " LIMIT ?", (user, limit))]
-    return [_message(r) for r in db.query(sql, (user,))]
+        return [row_to_message(r) for r in db.query(sql + " LIMIT ?", (user, limit))]
+    return [row_to_message(r) for r in db.query(sql, (user,))]
 
 
 def of_episodes(db: Database, user: str, episode_ids: list[int]) -> dict[int, list[Message]]:
@@ -96,12 +96,12 @@ def of_episodes(db: Database, user: str, episode_ids: list[int]) -> dict[int, li
         return {}
     marks = ",".join("?" * len(episode_ids))
     rows = db.query(
-        f"SELECT {_COLUMNS} FROM messages WHERE user_id = ? AND episode_id IN ({marks}) ORDER BY ts_epoch, id",
+        f"SELECT {COLUMNS} FROM messages WHERE user_id = ? AND episode_id IN ({marks}) ORDER BY ts_epoch, id",
         (user, *episode_ids),
     )
     grouped: dict[int, list[Message]] = {i: [] for i in episode_ids}
     for row in rows:
-        grouped[row["episode_id"]].append(_message(row))
+        grouped[row["episode_id"]].append(row_to_message(row))
     return grouped
 
 
@@ -116,4 +116,4 @@ def by_ids(db: Database, user: str, ids: list[int]) -> dict[int, Message]:
     if not ids:
         return {}
     marks = ",".join("?" * len(ids))
-    return {r["id"]: _message(r) for r in db.query(f"SELECT {_COLUMNS} FROM messages WHERE user_id = ? AND id IN ({marks})", (user, *ids))}
+    return {r["id"]: row_to_message(r) for r in db.query(f"SELECT {COLUMNS} FROM messages WHERE user_id = ? AND id IN ({marks})", (user, *ids))}

@@ -177,4 +177,12 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         CREATE VIRTUAL TABLE note_fts_terms USING fts5vocab(note_fts, 'row');
         """,
     ),
+    (
+        6,
+        "raw messages indexed on their own: full text (the vectors are in message_vec)",
+        """
+        CREATE VIRTUAL TABLE message_fts USING fts5(speaker, content, user_id UNINDEXED, tokenize = 'porter unicode61');
+        CREATE VIRTUAL TABLE message_fts_terms USING fts5vocab(message_fts, 'row');
+        """,
+    ),
 ]

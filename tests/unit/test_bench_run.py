@@ -91,6 +91,10 @@ def test_each_memory_is_built_once_and_every_system_answers_every_question(tmp_p
     answers = log.of_kind("answer")
     assert len(answers) == 4 * 3  # category 5 is left out by default
     for a in answers:
+        if a["system"] == "nemori-no-episodic" and a["memories"] == 0:
+            # No facts were distilled in this world: with nothing retrieved, the answer is "not mentioned", without the model.
+            assert a["answer"].startswith("Not mentioned") and a["abstained"]
+            continue
         if a["qid"] == "0":
             assert a["answer"] == "Paris" and a["set_f1"] == 1.0 and a["official_f1"] == 1.0
         if a["qid"] == "1":
@@ -284,7 +288,8 @@ def test_every_ablation_builds_its_own_way_and_answers(tmp_path, shared, locomo_
     names = [s.name for s in registry.resolve("nemori-ablations")]
     assert {a["system"] for a in log.of_kind("answer")} == set(names) and len(log.of_kind("answer")) == 3 * len(names)
     builds = {b["build_key"]: b for b in log.of_kind("build")}
-    assert len(builds) == len(names) - 1  # nemori-no-episodic reads nemori's memory
+    # nemori-paper, nemori-no-narratives and nemori-no-episodic read nemori's memory
+    assert len(builds) == len(names) - 3
     assert builds["nemori-native-nofacts-int-narrative"]["storage"]["facts"] == 0
     assert builds["nemori-summary-nofacts-int-narrative"]["storage"]["summary"] == 1
     assert "prediction" not in {s["stage"] for s in builds["nemori-native-direct-int-narrative"]["stages"]}

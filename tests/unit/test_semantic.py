@@ -121,11 +121,12 @@ def test_search_returns_facts_with_provenance_and_never_another_users(db, llm, b
 
 def test_answer_prompt_lists_facts_after_citable_episodes(db, llm, backend, embedder):
     from nemori_cli.retrieval.answer import ask
+    from nemori_cli.retrieval.search import PROFILES
 
     scripted(backend, facts=[["Ann owns a sailing boat."]])
     ingest(db, llm, embedder)
     backend.responses = [{"answer": "a boat", "sources": [1]}]
-    answer, cited = ask(db, "u", embedder, llm, "What does Ann own?")
+    answer, cited = ask(db, "u", embedder, llm, "What does Ann own?", PROFILES["paper"])
     prompt = backend.history[-1][0][-1]["content"]
     assert "Facts:\n- (8 May 2023) Ann owns a sailing boat." in prompt and "13:00" not in prompt  # dates only: a clock time invites clock-time answers
     items = backend.history[-1][1]["properties"]["sources"]["items"]

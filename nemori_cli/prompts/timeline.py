@@ -1,0 +1,82 @@
+"""The answer context for a small model: every retrieved memory on one dated timeline.
+
+A 0.5B model reads a list of blocks grouped by kind (episodes, then facts)
+as separate stories and follows whichever it read last. Here each memory
+becomes one or more lines under the day it happened, oldest first: a fact,
+an episode's narrative, a raw turn quoted exactly (relative times resolved
+beside it). The date is written once per day, so lines stay short, and the
+model reads the order of events off the page instead of working it out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from nemori_cli.domain import Hit
+from nemori_cli.pipeline.timeexpr import annotate_relative_times, format_date
+from nemori_cli.prompts.render import clip
+
+NARRATIVE_LIMIT = 700  # characters of an episode's narrative
+FACT_LIMIT = 300
+MESSAGE_LIMIT = 600  # a raw turn is quoted whole up to this many characters
+
+
+@dataclass(frozen=True)
+class Line:
+    at: datetime
+    order: int  # within one instant: episode, fact, note, then messages
+    key: str  # what makes two lines the same ("m:12" for message 12): shown once
+    text: str
+
+
+def lines_of(hit: Hit) -> list[Line]:
+    """The timeline lines one retrieved memory contributes."""
+    if hit.kind == "episode":
+        return [Line(hit.start, 0, f"e:{hit.id}", f"(episode) {hit.title}: {clip(hit.text, NARRATIVE_LIMIT)}")]
+    if hit.kind == "fact":
+        return [Line(hit.start, 1, f"f:{hit.id}", f"(fact) {clip(hit.text, FACT_LIMIT)}")]
+    if hit.kind == "note":
+        extra = f" [{clip(hit.context, 160)}]" if hit.context else ""
+        return [Line(hit.start, 2, f"n:{hit.id}", f"(note) {clip(hit.text, FACT_LIMIT)}{extra}")]
+    if hit.kind == "message":
+        return [
+            Line(m.timestamp, 3, f"m:{m.id}", f'{m.speaker}: "{clip(annotate_relative_times(m.content, m.timestamp), MESSAGE_LIMIT)}"')
+            for m in hit.messages
+        ]
+    return []  # the running summary is not a dated event; render() adds it whole
+
+
+def estimate_tokens(text: str) -> int:
+    """About four characters a token for English with these models' tokenizers.
+
+    An estimate on purpose: retrieval runs without a model (nemori search), and
+    the budget only has to be steady, not exact; the bench records the true count.
+    """
+    return len(text) // 4 + 1
+
+
+def render(hits: list[Hit]) -> str:
+    """The timeline, oldest first, each day headed by its date; a line retrieved twice is shown once."""
+    unique: dict[str, Line] = {}
+    for hit in hits:
+        for line in lines_of(hit):
+            unique.setdefault(line.key, line)
+    ordered = sorted(unique.values(), key=lambda line: (line.at, line.order, line.key))
+    out: list[str] = []
+    last_day = None
+    for line in ordered:
+        day = line.at.date()
+        if day != last_day:
+            out.append(f"{format_date(day)}:")
+            last_day = day
+        out.append(f"- {line.text}")
+    summaries = [h for h in hits if h.kind == "summary"]
+    for h in summaries:
+        out.append(f"Summary of everything so far: {clip(h.text, 2400)}")
+    return "\n".join(out)
+
+
+def days_shown(hits: list[Hit]) -> list:
+    """The distinct days on the timeline, in order (for the date arithmetic)."""
+    return sorted({line.at.date() for hit in hits for line in lines_of(hit)})

@@ -1,0 +1,70 @@
+"""Date arithmetic worked out by code, for the questions that need it.
+
+A 0.5B model cannot subtract two dates, and one shown a clock time answers
+"how long" with it. So for "how long", "how many days", "how long ago",
+"since when" and "which came first" questions, the answer prompt gets the
+spans between the days on the timeline (and from each to today, when today
+is known), computed here from the stored absolute dates.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import date
+
+from dateutil import parser as date_parser
+
+from nemori_cli.pipeline.timeexpr import format_date
+
+_DURATION = re.compile(
+    r"\bhow\s+(?:long|many\s+(?:days?|weeks?|months?|years?))\b|\bhow\s+old\b|\bago\b|\bsince\s+when\b|\bbetween\b.*\band\b",
+    re.IGNORECASE,
+)
+_ORDER = re.compile(r"\b(?:which|what|who)\b.*\b(?:first|earlier|before|after|last|later|most recent(?:ly)?)\b", re.IGNORECASE)
+MAX_DAYS = 6  # spans listed for at most this many days: beyond, the lines cost more than they help
+
+
+def asks_duration(question: str) -> bool:
+    return bool(_DURATION.search(question))
+
+
+def asks_order(question: str) -> bool:
+    return bool(_ORDER.search(question))
+
+
+def parse_day(text: str | None) -> date | None:
+    """The day a free-form date means ('30 May 2023 23:40', '2023/05/30 (Tue)'); None if it is none."""
+    if not text:
+        return None
+    try:
+        return date_parser.parse(re.sub(r"\([A-Za-z]{3}\)", " ", text), fuzzy=True).date()
+    except (ValueError, OverflowError):
+        return None
+
+
+def span(a: date, b: date) -> str:
+    """'18 days (about 3 weeks)', in the units people ask in."""
+    days = abs((b - a).days)
+    parts = [f"{days} day{'s' if days != 1 else ''}"]
+    if days >= 14:
+        parts.append(f"about {round(days / 7)} weeks")
+    if days >= 60:
+        parts.append(f"about {round(days / 30.44)} months")
+    if days >= 365:
+        parts.append(f"about {days / 365.25:.1f} years")
+    return parts[0] + (f" ({', '.join(parts[1:])})" if len(parts) > 1 else "")
+
+
+def notes(question: str, days: list[date], today: date | None) -> list[str]:
+    """Lines of date arithmetic for this question, or none when it asks for none."""
+    if not days or not (asks_duration(question) or asks_order(question)):
+        return []
+    shown = days if len(days) <= MAX_DAYS else days[:MAX_DAYS]
+    lines = []
+    if asks_order(question) and len(shown) > 1:
+        lines.append("In order: " + ", then ".join(format_date(d) for d in shown) + ".")
+    if asks_duration(question):
+        lines.extend(f"From {format_date(a)} to {format_date(b)}: {span(a, b)}." for a, b in zip(shown, shown[1:]))
+        if today is not None:
+            lines.extend(f"From {format_date(d)} to today ({format_date(today)}): {span(d, today)}." for d in shown if d <= today)
+    return lines

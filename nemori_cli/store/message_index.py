@@ -1,0 +1,106 @@
+"""The raw messages as a search index of their own: full text and vectors.
+
+Episodes and facts are what the LLM made of a conversation; a 0.5B model
+drops or garbles details (an exact figure, a name, a duration) that the raw
+turn still has. Indexing every message, pending ones included, lets the
+answer reach that turn directly. A message's index rows share its rowid, so
+"which messages are not indexed yet" is a rowid lookup, and an old database
+is indexed on its next ingest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from nemori_cli.domain import Message, to_epoch
+from nemori_cli.store import index
+from nemori_cli.store import messages as message_sql
+from nemori_cli.store.db import Database
+
+BATCH = 256  # messages embedded per call: bounded memory on a 50,000-message import
+
+
+def embedding_text(m: Message) -> str:
+    """What a message is found by: who said it and what they said."""
+    return f"{m.speaker}: {m.content}"
+
+
+def unindexed(db: Database, user: str, limit: int | None = None) -> list[Message]:
+    sql = (
+        f"SELECT {message_sql.COLUMNS} FROM messages m WHERE user_id = ?"
+        " AND NOT EXISTS (SELECT 1 FROM message_fts f WHERE f.rowid = m.id) ORDER BY ts_epoch, id"
+    )
+    params: tuple = (user,)
+    if limit is not None:
+        sql += " LIMIT ?"
+        params = (user, limit)
+    return [message_sql.row_to_message(r) for r in db.query(sql, params)]
+
+
+def index_all(db: Database, user: str, embed: Callable[[list[str]], list[np.ndarray]]) -> int:
+    """Index every message of the user that has no index rows yet. Caller holds the transaction."""
+    done = 0
+    while batch := unindexed(db, user, BATCH):
+        vectors = embed([embedding_text(m) for m in batch])
+        add(db, user, batch, vectors)
+        done += len(batch)
+    return done
+
+
+def add(db: Database, user: str, messages: list[Message], vectors: list[np.ndarray]) -> None:
+    db.conn.executemany(
+        "INSERT INTO message_fts(rowid, speaker, content, user_id) VALUES (?, ?, ?, ?)",
+        [(m.id, m.speaker, m.content, user) for m in messages],
+    )
+    if db.has_vectors():
+        db.conn.executemany(
+            "INSERT INTO message_vec(rowid, user_id, embedding) VALUES (?, ?, ?)",
+            [(m.id, user, np.asarray(v, dtype=np.float32).tobytes()) for m, v in zip(messages, vectors)],
+        )
+
+
+def delete(db: Database, ids: list[int]) -> None:
+    """Drop index rows of messages about to be deleted (one at a time: vec0 point lookups)."""
+    for table in ("message_fts", "message_vec"):
+        db.conn.executemany(f"DELETE FROM {table} WHERE rowid = ?", [(i,) for i in ids])
+
+
+def count(db: Database, user: str) -> int:
+    row = db.one("SELECT count(*) AS n FROM message_fts WHERE user_id = ?", (user,))
+    return int(row["n"]) if row else 0
+
+
+def vector_search(db: Database, user: str, query: np.ndarray, k: int) -> list[tuple[int, float]]:
+    return index.vector_search(db, "message_vec", user, query, k)
+
+
+def text_search(db: Database, user: str, query: str, k: int) -> list[tuple[int, float]]:
+    return index.text_search(db, index.MESSAGE_TEXT, user, query, k)
+
+
+def around(db: Database, user: str, messages: list[Message], turns: int) -> dict[int, list[Message]]:
+    """Each message with up to ``turns`` messages before and after it in its session, in time order.
+
+    A question's answer is often the reply to a question ("What did you do?"
+    "Went hiking."), so a retrieved turn brings its neighbours.
+    """
+    out: dict[int, list[Message]] = {}
+    for m in messages:
+        if turns <= 0:
+            out[m.id] = [m]
+            continue
+        same = "session IS ?"
+        before = db.query(
+            f"SELECT {message_sql.COLUMNS} FROM messages WHERE user_id = ? AND {same} AND (ts_epoch, id) < (?, ?)"
+            " ORDER BY ts_epoch DESC, id DESC LIMIT ?",
+            (user, m.session, to_epoch(m.timestamp), m.id, turns),
+        )
+        after = db.query(
+            f"SELECT {message_sql.COLUMNS} FROM messages WHERE user_id = ? AND {same} AND (ts_epoch, id) > (?, ?)"
+            " ORDER BY ts_epoch, id LIMIT ?",
+            (user, m.session, to_epoch(m.timestamp), m.id, turns),
+        )
+        out[m.id] = [*(message_sql.row_to_message(r) for r in reversed(before)), m, *(message_sql.row_to_message(r) for r in after)]
+    return out

@@ -7,7 +7,7 @@ NEMORI := $(VENV)/bin/nemori
 STAMP  := $(VENV)/.installed
 DEMO_DB ?= .nemori-demo/demo.db
 
-.PHONY: install demo test unit integration bench-search bench-locomo bench-longmemeval clean
+.PHONY: install demo test unit integration bench-search bench-locomo bench-locomo-long bench-longmemeval clean
 
 install: $(STAMP)
 
@@ -45,13 +45,29 @@ bench-search: install
 
 # The figures of docs/BENCHMARKS.md (MODEL=base for the larger model).
 MODEL ?= small
+# ANSWER=base answers every system with another preset (rows named SYSTEM@base) from the same memories.
+ANSWER ?=
+ANSWER_OPT := $(if $(ANSWER),--answer-model $(ANSWER),)
 bench-locomo: install
 	$(NEMORI) bench locomo ../shared/data/locomo/locomo-dev.json --sample conv-26 --sessions 1-5 \
-		--systems nemori,full-context,rag --model $(MODEL) --out bench-results/locomo-conv26-1-5-$(MODEL) --progress
+		--systems nemori,nemori-paper,nemori-no-narratives,full-context,rag --model $(MODEL) $(ANSWER_OPT) \
+		--out bench-results/locomo-conv26-1-5-$(MODEL) --progress
 
+# The long-history regime: a whole LoCoMo conversation (19 sessions, 419 messages, far beyond the
+# 8k window), the first QUESTIONS questions. Hours with `small`: rerun the same command to resume.
+QUESTIONS ?= 40
+SAMPLE ?= conv-26
+bench-locomo-long: install
+	$(NEMORI) bench locomo ../shared/data/locomo/locomo-dev.json --sample $(SAMPLE) --questions $(QUESTIONS) \
+		--systems nemori,full-context,rag-256,amem --model $(MODEL) $(ANSWER_OPT) \
+		--out bench-results/locomo-$(SAMPLE)-all-$(MODEL) --progress
+
+# LongMemEval: PER_TYPE questions of each type (abstention counts as one); the whole dev file when empty.
+PER_TYPE ?= 2
 bench-longmemeval: install
-	$(NEMORI) bench longmemeval ../shared/data/longmemeval/longmemeval-oracle-dev.json \
-		--systems nemori,full-context,rag --model $(MODEL) --out bench-results/longmemeval-dev-$(MODEL) --progress
+	$(NEMORI) bench longmemeval ../shared/data/longmemeval/longmemeval-oracle-dev.json $(if $(PER_TYPE),--per-type $(PER_TYPE),) \
+		--systems nemori,nemori-paper,full-context,rag --model $(MODEL) $(ANSWER_OPT) \
+		--out bench-results/longmemeval-dev-$(MODEL)$(if $(PER_TYPE),-per-type-$(PER_TYPE),) --progress
 
 clean:
 	rm -rf $(VENV) .nemori-demo .pytest_cache

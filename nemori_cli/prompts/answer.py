@@ -9,11 +9,12 @@ from typing import Literal
 from pydantic import BaseModel, Field, create_model, field_validator
 
 from nemori_cli.domain import Hit
-from nemori_cli.pipeline.timeexpr import format_date
+from nemori_cli.pipeline.timeexpr import find_relative_times, format_date
 from nemori_cli.prompts import timeline
 from nemori_cli.prompts.render import clip, message_lines
 
 ANSWER_MAX = 400
+TIMELINE_ANSWER_MAX = 200  # characters: a short phrase, with room for a list of names or dates
 
 SYSTEM = (
     "You answer questions about a person's past conversations using only the memories "
@@ -51,6 +52,28 @@ def _no_clock(cls, v: str) -> str:
     return v
 
 
+_BRACKETED = re.compile(r"\s?\[([^\[\]]{1,60})\]")
+
+
+def tidy(answer: str) -> str:
+    """An answer that copied a resolved time keeps the date only: "yesterday [3 March 2024]" -> "3 March 2024".
+
+    The brackets are how the context marks what a relative word meant; in an
+    answer they are noise (and cost set-F1 precision on the bench).
+    """
+    from datetime import date
+
+    out, pos = [], 0
+    for mention in find_relative_times(answer, date(2000, 1, 1)):  # any anchor: only the spans are used
+        m = _BRACKETED.match(answer, mention.end)
+        if m is None or mention.start < pos:
+            continue
+        out += [answer[pos : mention.start], m.group(1)]
+        pos = m.end()
+    out.append(answer[pos:])
+    return _BRACKETED.sub(lambda m: " " + m.group(1), "".join(out)).strip()
+
+
 @lru_cache(maxsize=4)
 def timeline_schema(duration: bool) -> type[BaseModel]:
     """Only the answer: citations come from what was retrieved, not from the model (fewer tokens to write)."""
@@ -60,7 +83,8 @@ def timeline_schema(duration: bool) -> type[BaseModel]:
     return create_model(
         "Answer",
         __validators__=validators,
-        answer=(str, Field(min_length=1, description="The short answer.")),
+        # Bounded in the grammar: every token written costs a CPU about 45 ms.
+        answer=(str, Field(min_length=1, max_length=TIMELINE_ANSWER_MAX, description="The short answer.")),
     )
 
 

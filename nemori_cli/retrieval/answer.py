@@ -90,7 +90,7 @@ def answer_hits(
     failed = False
     try:
         completion = llm.complete(messages, schema=schema, stage=STAGE, max_tokens=ANSWER_TOKENS)
-        text = completion.value.answer.strip()
+        text = prompt.tidy(completion.value.answer) if layout.name == "timeline" else completion.value.answer.strip()
         cited = list(dict.fromkeys(getattr(completion.value, "sources", [])))
         usage = Usage(completion.prompt_tokens, completion.completion_tokens, completion.ms)
     except LLMOutputError as e:

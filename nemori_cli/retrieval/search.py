@@ -51,8 +51,10 @@ PROFILES = {
     # The Nemori paper's retrieval: k = 10 episodes, m = 2k facts, raw messages of the top r = 2.
     "paper": SearchOptions(k=10, facts=20, raw_for_top=2),
     # Made for a small answer model: episodes, facts and raw turns in one
-    # ranking, cut at about 1,000 tokens, shown as a dated timeline.
-    "budget": SearchOptions(k=10, facts=20, raw_for_top=0, messages=30, turns=1, budget=1000, layout="timeline"),
+    # ranking, cut at about 500 tokens, shown as a dated timeline. On the demo
+    # chat, `small` answered 5 of 5 questions right at 400 tokens and 3 of 5
+    # at 1,000: past a few hundred tokens it copies a nearby line instead.
+    "budget": SearchOptions(k=10, facts=20, raw_for_top=0, messages=30, turns=1, budget=500, layout="timeline"),
 }
 DEFAULT_PROFILE = "budget"
 

@@ -1,0 +1,200 @@
+"""The budgeted answer context: raw messages indexed and retrieved, one ranking cut by tokens, a dated
+timeline, date arithmetic by code, abstention, and one answer path (fake LLM and embedder)."""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+
+import pytest
+
+from nemori_cli.domain import Hit, IncomingMessage, Message
+from nemori_cli.pipeline.runner import Pipeline
+from nemori_cli.prompts import answer as answer_prompt
+from nemori_cli.prompts import timeline
+from nemori_cli.retrieval import budget, timecalc
+from nemori_cli.retrieval.answer import Layout, abstains, answer_hits, ask
+from nemori_cli.retrieval.search import PROFILES, search
+from nemori_cli.store import forget
+from nemori_cli.store import message_index
+from tests.unit.test_semantic import scripted
+
+
+def _chat() -> list[IncomingMessage]:
+    t = datetime(2023, 5, 8, 13, 0)
+    lines = [
+        ("Caroline", "I went to a LGBTQ support group yesterday and it was so powerful."),
+        ("Melanie", "That sounds amazing! What happened there?"),
+        ("Caroline", "People shared their transgender stories; I felt accepted."),
+        ("Melanie", "I ran a charity race for mental health last Saturday."),
+        ("Caroline", "My violin teacher charges 45 dollars an hour."),
+        ("Melanie", "Painting calms me down after a long week."),
+    ]
+    return [
+        IncomingMessage(speaker=s, content=c, timestamp=t.replace(minute=i), source_id=f"d1:{i}", session="s1")
+        for i, (s, c) in enumerate(lines)
+    ]
+
+
+def _ingest(db, llm, backend, embedder, messages=None):
+    scripted(backend, facts=[[]])
+    pipe = Pipeline(db, "u", llm, embedder)
+    pipe.store(messages or _chat())
+    pipe.process(flush=True)
+
+
+def test_every_stored_message_is_indexed_once_pending_ones_included(db, llm, backend, embedder):
+    scripted(backend, facts=[[]])
+    pipe = Pipeline(db, "u", llm, embedder)
+    pipe.store(_chat())
+    assert message_index.count(db, "u") == 6 and not message_index.unindexed(db, "u")  # before any episode exists
+    pipe.store(_chat())  # re-ingesting adds nothing, indexes nothing twice
+    assert message_index.count(db, "u") == 6
+    assert db.one("SELECT count(*) AS n FROM message_vec WHERE user_id = 'u'")["n"] == 6
+
+
+def test_a_database_made_before_the_message_index_is_indexed_on_its_next_ingest(db, llm, backend, embedder):
+    _ingest(db, llm, backend, embedder)
+    with db.transaction():  # as a file from before migration 6 would be: messages, no index rows
+        db.conn.execute("DELETE FROM message_fts")
+        db.conn.execute("DELETE FROM message_vec")
+    assert len(message_index.unindexed(db, "u")) == 6
+    Pipeline(db, "u", llm, embedder).store([])
+    assert message_index.count(db, "u") == 6
+
+
+def test_a_raw_turn_reaches_the_answer_with_its_neighbours_even_when_no_narrative_kept_it(db, llm, backend, embedder):
+    _ingest(db, llm, backend, embedder)
+    hits, _ = search(db, "u", embedder, "How much does the violin teacher charge?", PROFILES["budget"])
+    messages = [h for h in hits if h.kind == "message"]
+    assert messages and "45 dollars" in messages[0].text
+    around = [m.content for m in messages[0].messages]
+    assert around[0].startswith("I ran a charity race") and around[-1].startswith("Painting")  # one turn either side
+
+
+def test_forgetting_an_episode_or_a_user_removes_its_messages_from_the_message_index(db, llm, backend, embedder):
+    _ingest(db, llm, backend, embedder)
+    episode = db.one("SELECT id FROM episodes WHERE user_id = 'u'")["id"]
+    with db.transaction():
+        forget.forget_episode(db, "u", episode)
+    assert message_index.count(db, "u") == 0
+    assert db.one("SELECT count(*) AS n FROM message_vec")["n"] == 0
+    _ingest(db, llm, backend, embedder)
+    with db.transaction():
+        counts = forget.forget_user(db, "u")
+    assert counts["message_fts"] == 6 and counts["message_vec"] == 6 and message_index.count(db, "u") == 0
+
+
+def _hit(kind, i, score, text, when, messages=()):
+    return Hit(kind=kind, id=i, score=score, title=f"t{i}", text=text, start=when, end=when, messages=tuple(messages))
+
+
+def _msg(i, text, when, speaker="Ann", session="s1"):
+    return Message(id=i, user="u", key=str(i), speaker=speaker, content=text, timestamp=when, source_id=str(i), session=session)
+
+
+def test_the_budget_keeps_the_best_hits_that_fit_and_counts_a_shared_turn_once():
+    day = datetime(2023, 5, 8, 12)
+    m1, m2, m3 = _msg(1, "a" * 80, day), _msg(2, "b" * 80, day), _msg(3, "c" * 80, day)
+    hits = [
+        _hit("episode", 1, 0.030, "n" * 2000, day),  # too long for the budget
+        _hit("message", 2, 0.032, m2.content, day, [m1, m2, m3]),
+        _hit("message", 3, 0.031, m3.content, day, [m2, m3]),  # adds nothing new: skipped
+        _hit("fact", 4, 0.020, "Ann owns a boat.", day),
+    ]
+    kept = budget.select(hits, 120)
+    assert [h.id for h in kept] == [2, 4]
+    cost = sum(timeline.estimate_tokens(line.text) + 1 for h in kept for line in timeline.lines_of(h))
+    assert cost <= 120
+
+
+def test_the_timeline_is_dated_once_per_day_oldest_first_and_quotes_raw_turns_with_resolved_times():
+    d1, d2 = datetime(2023, 5, 8, 13), datetime(2023, 5, 25, 9)
+    msg = _msg(7, "I went to a support group yesterday.", d1, speaker="Caroline")
+    hits = [
+        _hit("fact", 1, 0.03, "Melanie ran a charity race.", d2),
+        _hit("message", 7, 0.02, msg.content, d1, [msg]),
+        _hit("episode", 3, 0.01, "Caroline told Melanie about the group.", d1),
+    ]
+    text = timeline.render(hits)
+    lines = text.splitlines()
+    assert lines[0] == "8 May 2023:" and "25 May 2023:" in lines and lines.index("25 May 2023:") > 2
+    assert '- Caroline: "I went to a support group yesterday [7 May 2023]."' in lines
+    assert lines[1].startswith("- (episode)")  # within a day: narrative, then facts, then turns
+    assert "13:00" not in text  # dates only: a clock time invites clock-time answers
+
+
+@pytest.mark.parametrize(
+    "question, duration, order",
+    [
+        ("How long has Caroline had her friends?", True, False),
+        ("How many days passed between the race and the party?", True, False),
+        ("How long ago was her birthday?", True, False),
+        ("Which came first, the race or the party?", False, True),
+        ("What did Caroline research?", False, False),
+    ],
+)
+def test_questions_that_need_date_arithmetic_are_recognised(question, duration, order):
+    assert timecalc.asks_duration(question) is duration and timecalc.asks_order(question) is order
+
+
+def test_spans_between_days_and_to_today_are_computed_not_left_to_the_model():
+    days = [date(2023, 5, 7), date(2023, 5, 25)]
+    notes = timecalc.notes("How many days between the group and the race?", days, date(2023, 6, 30))
+    assert "From 7 May 2023 to 25 May 2023: 18 days (about 3 weeks)." in notes
+    assert "From 7 May 2023 to today (30 June 2023): 54 days (about 8 weeks)." in notes
+    assert timecalc.notes("What did she paint?", days, None) == []
+    assert timecalc.notes("Which came first, the group or the race?", days, None) == ["In order: 7 May 2023, then 25 May 2023."]
+    assert timecalc.parse_day("30 May 2023 23:40") == date(2023, 5, 30)
+    assert timecalc.parse_day("2023/05/30 (Tue) 23:40") == date(2023, 5, 30)
+    assert timecalc.parse_day("not a date at all") is None and timecalc.parse_day(None) is None
+
+
+def test_a_clock_time_given_to_a_how_long_question_is_refused_and_asked_again(llm, backend):
+    backend.responses = [{"answer": "13:56"}, {"answer": "4 years"}]
+    day = datetime(2023, 5, 8, 13, 56)
+    hits = [_hit("fact", 1, 0.03, "Caroline has known her friends for 4 years.", day)]
+    answer = answer_hits(llm, "How long has Caroline had her friends?", [replace_similarity(hits[0], 0.8)])
+    assert answer.answer == "4 years" and len(backend.history) == 2
+    assert answer_prompt.is_clock_time("1.56 pm") and not answer_prompt.is_clock_time("4 years")
+
+
+def replace_similarity(hit: Hit, similarity: float) -> Hit:
+    from dataclasses import replace
+
+    return replace(hit, similarity=similarity)
+
+
+def test_nothing_retrieved_means_not_mentioned_without_a_model_call(db, llm, backend, embedder):
+    answer, cited = ask(db, "nobody", embedder, llm, "When did Priya go climbing?")
+    assert answer.abstained and answer.answer == answer_prompt.NOT_MENTIONED and cited == []
+    assert backend.history == []  # no call: nothing to cite, nothing to invent
+    unrelated = [replace_similarity(_hit("fact", 1, 0.01, "Bob likes tea.", datetime(2023, 5, 8)), 0.05)]
+    assert answer_hits(llm, "What is the capital of Peru?", unrelated).abstained and backend.history == []
+
+
+def test_a_model_that_says_it_does_not_know_is_marked_abstained(db, llm, backend, embedder):
+    _ingest(db, llm, backend, embedder)
+    backend.default = lambda messages, schema: {"answer": "Not mentioned in my memories."}
+    answer, _ = ask(db, "u", embedder, llm, "What is Caroline's violin teacher called?")
+    assert answer.abstained and not answer.failed
+    assert abstains("I don't know") and abstains("That is not mentioned.") and not abstains("45 dollars an hour")
+
+
+def test_citations_are_the_episodes_whose_memories_hold_the_answer(db, llm, backend, embedder):
+    _ingest(db, llm, backend, embedder)
+    backend.default = lambda messages, schema: {"answer": "45 dollars an hour"}
+    answer, cited = ask(db, "u", embedder, llm, "How much does the violin teacher charge?")
+    episode = db.one("SELECT id FROM episodes WHERE user_id = 'u'")["id"]
+    assert cited == [episode] and answer.cited == (episode,)
+    prompt = backend.history[-1][0][-1]["content"]
+    assert '"My violin teacher charges 45 dollars an hour."' in prompt  # the raw turn, quoted exactly
+    assert backend.history[-1][1]["properties"].keys() == {"answer"}  # no citation tokens to write
+
+
+def test_the_paper_profile_keeps_k_m_r_and_the_grouped_layout(db, llm, backend, embedder):
+    _ingest(db, llm, backend, embedder)
+    backend.default = lambda messages, schema: {"answer": "a violin", "sources": []}
+    answer, _ = ask(db, "u", embedder, llm, "What does Caroline play?", PROFILES["paper"])
+    assert {h.kind for h in answer.hits} <= {"episode", "fact", "summary"}
+    assert "Messages:" in backend.history[-1][0][-1]["content"]  # r = 2: the top episode brings its raw messages
+    assert answer_hits(llm, "q", list(answer.hits), Layout("grouped", 2), gate=False).answer == "a violin"

@@ -50,6 +50,7 @@ K = Annotated[Opt, typer.Option("--k", "-k", min=0, max=200, help="Episodes to r
 Raw = Annotated[Opt, typer.Option("--raw", min=0, max=50, help="Top episodes that bring their raw messages (the paper's r).", show_default=False)]
 Facts = Annotated[Opt, typer.Option("--facts", min=0, max=400, help="Facts to retrieve (the paper's m = 2k; 0: no semantic retrieval).", show_default=False)]
 Messages = Annotated[Opt, typer.Option("--messages", min=0, max=400, help="Raw messages taken into the ranking (0: none).", show_default=False)]
+Turns = Annotated[Opt, typer.Option("--turns", min=0, max=20, help="Turns either side that a retrieved message brings.", show_default=False)]
 Budget = Annotated[Opt, typer.Option("--budget", min=0, max=100_000, help="Tokens (estimated) for all that is retrieved; 0: no budget.", show_default=False)]
 Notes = Annotated[int, typer.Option("--notes", min=0, max=200, help="A-MEM notes to retrieve (k; 0: none), each bringing the notes it links to.")]
 Linked = Annotated[int, typer.Option("--linked", min=0, max=200, help="At most this many linked notes added to the retrieved notes.")]
@@ -63,13 +64,13 @@ AnswerModel = Annotated[
 ]
 
 
-def search_options(profile: Profile, *, k, facts, raw, messages, budget, context, mode: SearchMode, notes: int, linked: int):
+def search_options(profile: Profile, *, k, facts, raw, messages, budget, context, mode: SearchMode, notes: int, linked: int, turns=None):
     """The profile's settings, with the options given on the command line instead of its own."""
     from dataclasses import replace
 
     from nemori_cli.retrieval.search import PROFILES
 
-    given = {"k": k, "facts": facts, "raw_for_top": raw, "messages": messages, "budget": budget}
+    given = {"k": k, "facts": facts, "raw_for_top": raw, "messages": messages, "budget": budget, "turns": turns}
     chosen = {name: value for name, value in given.items() if value is not None}
     if context is not None:
         chosen["context"] = context.value
@@ -85,6 +86,7 @@ def search_cmd(
     facts: Facts = None,
     raw: Raw = None,
     messages: Messages = None,
+    turns: Turns = None,
     budget: Budget = None,
     notes: Notes = 10,
     linked: Linked = 10,
@@ -100,7 +102,7 @@ def search_cmd(
     from nemori_cli.retrieval.search import search
 
     text = _text_arg(query, "query")
-    options = search_options(profile, k=k, facts=facts, raw=raw, messages=messages, budget=budget, context=context, mode=mode, notes=notes, linked=linked)
+    options = search_options(profile, k=k, facts=facts, raw=raw, messages=messages, budget=budget, context=context, mode=mode, notes=notes, linked=linked, turns=turns)
     settings = opt.settings(db, user, None, embedder)
     store = deps.open_db(settings, create=False)
     emb = deps.build_embedder(settings, store)
@@ -145,6 +147,7 @@ def ask_cmd(
     facts: Facts = None,
     raw: Raw = None,
     messages: Messages = None,
+    turns: Turns = None,
     budget: Budget = None,
     notes: Notes = 10,
     linked: Linked = 10,
@@ -164,9 +167,10 @@ def ask_cmd(
     from nemori_cli.store import telemetry
 
     text = _text_arg(question, "question")
-    options = search_options(profile, k=k, facts=facts, raw=raw, messages=messages, budget=budget, context=context, mode=mode, notes=notes, linked=linked)
+    options = search_options(profile, k=k, facts=facts, raw=raw, messages=messages, budget=budget, context=context, mode=mode, notes=notes, linked=linked, turns=turns)
     settings = opt.settings(db, user, model, embedder)
     settings.answer_model = answer_model or settings.answer_model
+    deps.answer_preset(settings)  # an unknown preset is refused before anything loads
     store = deps.open_db(settings, create=False)
     emb = deps.build_embedder(settings, store)
     llm = deps.build_answer_llm(settings)

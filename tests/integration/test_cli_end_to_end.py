@@ -59,8 +59,39 @@ def test_ask_answers_with_memories_tokens_and_timings(ingested_example):
     out = run_json("ask", "Which company offered Sam a job?", "--db", str(ingested_example))
     assert out["answer"].strip()
     assert out["memories"] and out["cited"]
-    assert set(out["cited"]) <= {m["id"] for m in out["memories"]}
+    # Cited are episodes whose memories were read: retrieved themselves, or the owners of retrieved turns.
+    behind = {m["id"] for m in out["memories"] if m["kind"] == "episode"} | {
+        msg["episode_id"] for m in out["memories"] for msg in m["messages"] if msg["episode_id"]
+    }
+    assert set(out["cited"]) <= behind
     assert out["tokens"]["prompt"] > 0 and out["ms"]["answer"] > 0
+    assert out["abstained"] in (True, False) and out["failed"] is False
+
+
+def test_an_exact_figure_reaches_the_answer_as_the_raw_turn(ingested_example):
+    out = run_json("search", "how much more does the job pay", "--db", str(ingested_example))
+    turns = [h for h in out["hits"] if h["kind"] == "message"]
+    assert any("20 percent" in m["content"] for h in turns for m in h["messages"]), out["hits"]
+    assert sum(len(h["text"]) for h in out["hits"]) // 4 <= 600  # the budget (~500 tokens), not k = 10 narratives
+
+
+def test_ask_for_a_user_with_no_memories_says_so_and_cites_nothing(ingested_example):
+    out = run_json("ask", "When did Priya go climbing?", "--db", str(ingested_example), "--user", "stranger")
+    assert out["abstained"] is True and out["cited"] == [] and out["memories"] == []
+    assert out["answer"].startswith("Not mentioned") and out["tokens"]["prompt"] == 0  # no model call at all
+
+
+def test_the_paper_profile_answers_from_k_episodes_and_facts(ingested_example):
+    out = run_json("ask", "Which company offered Sam a job?", "--profile", "paper", "--db", str(ingested_example))
+    assert out["answer"].strip() and {m["kind"] for m in out["memories"]} <= {"episode", "fact"}
+    assert set(out["cited"]) <= {m["id"] for m in out["memories"] if m["kind"] == "episode"}
+
+
+def test_an_unknown_answer_model_is_refused_in_one_line_before_loading_anything(ingested_example):
+    proc = run_nemori("ask", "Who is Maya?", "--answer-model", "no-such-model", "--db", str(ingested_example))
+    assert proc.returncode == 2
+    lines = proc.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and "no-such-model" in lines[0]
 
 
 def test_users_never_see_each_other(ingested_example):

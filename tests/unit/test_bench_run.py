@@ -337,3 +337,18 @@ def test_amem_systems_build_notes_and_count_their_own_storage(tmp_path, shared, 
     assert rep["systems"]["nemori+amem"]["costs"]["storage"]["entries"] == own["nemori+amem"]["entries"]
     paris = [a for a in log.of_kind("answer") if a["system"] == "amem" and a["qid"] == "0"]
     assert paris[0]["evidence_recall"] == 1.0  # a note's message counts as a retrieved turn
+
+
+def test_an_answer_model_of_its_own_reads_the_same_memory_and_is_reported_as_its_own_system(tmp_path, shared, locomo_path):
+    other = FakeBackend(default={"answer": "Paris"}, model_id="other")
+    shared.answer_llm = StructuredLLM(other)
+    log = ResultLog(tmp_path / "out", CONFIG, identity_keys=IDENTITY)
+    units = locomo.units(locomo_path, [], None, None, adversarial=False)
+    chosen = [registry.AnsweredBy(s, "other") for s in registry.resolve("nemori,full-context")]
+    BenchRunner("locomo", log, shared, chosen, locomo.score, None, Progress(False)).run(units)
+    assert {a["system"] for a in log.of_kind("answer")} == {"nemori@other", "full-context@other"}
+    assert {b["build_key"] for b in log.of_kind("build")} == {"nemori-native-prediction-int-narrative", "raw-messages"}
+    assert all(a["answer"] == "Paris" for a in log.of_kind("answer"))  # every answer came from the other model
+    assert len(other.history) == len(log.of_kind("answer"))
+    memory_calls = [schema["title"] for _, schema in shared.llm.backend.history]
+    assert "Answer" not in memory_calls and "Narrative" in memory_calls  # the memory model built, never answered

@@ -26,6 +26,7 @@ from nemori_cli.store.episodes import EpisodeDraft
 
 RAW_LIMIT = 4000  # characters per message shown: raw baselines see messages whole
 PROMPT_MARGIN = 64  # tokens kept free for the chat template around the prompt
+QUESTION_RESERVE = 96  # tokens kept for the question itself (a longer one gets its own size)
 RAW_LAYOUT = Layout("messages", message_limit=RAW_LIMIT)  # blocks of raw messages, as the paper's baselines read them
 
 
@@ -60,11 +61,19 @@ class FullContextSystem(System):
             progress(len(messages), len(messages))
 
     def _fit(self, question: str, messages: list[Message], today: str | None, shared: Shared) -> tuple[list[Message], int]:
-        """The most recent messages that fit the window, and how many were left out."""
-        budget = shared.context_window - ANSWER_TOKENS - PROMPT_MARGIN
+        """The most recent messages that fit the window, and how many were left out.
+
+        The cut is the same for every question of a conversation (the question
+        gets a fixed reserve): the kept messages are then one prompt prefix
+        that llama.cpp reads once, as a user keeping the whole chat in the
+        prompt would arrange it. Cut per question, every question would read
+        the whole window again.
+        """
+        reserve = max(QUESTION_RESERVE, shared.count_tokens(question) + 8)
+        budget = shared.context_window - ANSWER_TOKENS - PROMPT_MARGIN - reserve
 
         def size(kept: list[Message]) -> int:
-            prompt = answer_prompt.render(question, _by_session(kept), raw_for_top=0, now=today, context="messages", message_limit=RAW_LIMIT)
+            prompt = answer_prompt.render("", _by_session(kept), raw_for_top=0, now=today, context="messages", message_limit=RAW_LIMIT)
             return sum(shared.count_tokens(m["content"]) for m in prompt)
 
         if size(messages) <= budget:

@@ -16,11 +16,25 @@ from dateutil import parser as date_parser
 
 from nemori_cli.pipeline.timeexpr import format_date
 
+# "how long" of any kind: the answer is a duration or a date, never a time of day.
 _DURATION = re.compile(
-    r"\bhow\s+(?:long|many\s+(?:days?|weeks?|months?|years?))\b|\bhow\s+old\b|\bago\b|\bsince\s+when\b|\bbetween\b.*\band\b",
+    r"\bhow\s+(?:long|many\s+(?:days?|weeks?|months?|years?))\b|\bhow\s+old\b|\bago\b|\bsince\s+when\b",
     re.IGNORECASE,
 )
-_ORDER = re.compile(r"\b(?:which|what|who)\b.*\b(?:first|earlier|before|after|last|later|most recent(?:ly)?)\b", re.IGNORECASE)
+# A span between two events: the days shown are subtracted pairwise. Not
+# "how long has she had her friends": that span is said in the chat ("for 4
+# years"), and dates of the conversation itself would only mislead.
+_BETWEEN = re.compile(
+    r"\bbetween\b.+\band\b|\bhow\s+many\s+(?:days?|weeks?|months?|years?)\s+(?:passed|elapsed|apart|before|after|later|earlier)\b"
+    r"|\bhow\s+long\s+(?:before|after)\b",
+    re.IGNORECASE,
+)
+# A span to the day the question is asked.
+_TO_TODAY = re.compile(r"\bago\b|\bsince\b|\bhow\s+many\s+(?:days?|weeks?|months?|years?)\s+(?:have|has)\s+passed\b", re.IGNORECASE)
+_ORDER = re.compile(
+    r"\b(?:first|earlier|later|sooner|most recent(?:ly)?)\b.*\bor\b|\bwhich\b.*\b(?:first|earlier|later|most recent(?:ly)?)\b",
+    re.IGNORECASE,
+)
 MAX_DAYS = 6  # spans listed for at most this many days: beyond, the lines cost more than they help
 
 
@@ -57,14 +71,12 @@ def span(a: date, b: date) -> str:
 
 def notes(question: str, days: list[date], today: date | None) -> list[str]:
     """Lines of date arithmetic for this question, or none when it asks for none."""
-    if not days or not (asks_duration(question) or asks_order(question)):
-        return []
-    shown = days if len(days) <= MAX_DAYS else days[:MAX_DAYS]
+    shown = days[:MAX_DAYS]
     lines = []
     if asks_order(question) and len(shown) > 1:
         lines.append("In order: " + ", then ".join(format_date(d) for d in shown) + ".")
-    if asks_duration(question):
+    if _BETWEEN.search(question):
         lines.extend(f"From {format_date(a)} to {format_date(b)}: {span(a, b)}." for a, b in zip(shown, shown[1:]))
-        if today is not None:
-            lines.extend(f"From {format_date(d)} to today ({format_date(today)}): {span(d, today)}." for d in shown if d <= today)
+    if today is not None and _TO_TODAY.search(question):
+        lines.extend(f"From {format_date(d)} to today ({format_date(today)}): {span(d, today)}." for d in shown if d <= today)
     return lines

@@ -131,6 +131,8 @@ def test_the_timeline_is_dated_once_per_day_oldest_first_and_quotes_raw_turns_wi
         ("How long ago was her birthday?", True, False),
         ("Which came first, the race or the party?", False, True),
         ("What did Caroline research?", False, False),
+        ("What did Melanie realize after the charity race?", False, False),
+        ("Did I go to the concert first or the museum?", False, True),
     ],
 )
 def test_questions_that_need_date_arithmetic_are_recognised(question, duration, order):
@@ -139,9 +141,13 @@ def test_questions_that_need_date_arithmetic_are_recognised(question, duration, 
 
 def test_spans_between_days_and_to_today_are_computed_not_left_to_the_model():
     days = [date(2023, 5, 7), date(2023, 5, 25)]
-    notes = timecalc.notes("How many days between the group and the race?", days, date(2023, 6, 30))
-    assert "From 7 May 2023 to 25 May 2023: 18 days (about 3 weeks)." in notes
-    assert "From 7 May 2023 to today (30 June 2023): 54 days (about 8 weeks)." in notes
+    between = timecalc.notes("How many days passed between the group and the race?", days, date(2023, 6, 30))
+    assert between == ["From 7 May 2023 to 25 May 2023: 18 days (about 3 weeks)."]
+    ago = timecalc.notes("How many weeks ago did I go to the group?", days, date(2023, 6, 30))
+    assert "From 7 May 2023 to today (30 June 2023): 54 days (about 8 weeks)." in ago and len(ago) == 2
+    assert timecalc.notes("How many weeks ago did I go to the group?", days, None) == []  # no today, nothing to count to
+    # A span the chat states itself ("for 4 years") gets no arithmetic on the conversation's own dates.
+    assert timecalc.notes("How long has Caroline had her current group of friends for?", days, None) == []
     assert timecalc.notes("What did she paint?", days, None) == []
     assert timecalc.notes("Which came first, the group or the race?", days, None) == ["In order: 7 May 2023, then 25 May 2023."]
     assert timecalc.parse_day("30 May 2023 23:40") == date(2023, 5, 30)

@@ -162,13 +162,15 @@ def test_full_context_leaves_out_the_oldest_messages_to_fit_the_window(tmp_path,
     log = run_locomo(tmp_path / "out", shared, locomo_path, "full-context")
     db = Database(tmp_path / "out" / "memories" / "s1" / "raw-messages.db")
     try:
-        small = replace(shared, context_window=330)
+        small = replace(shared, context_window=430)
         reply = FullContextSystem().answer(db, USER, "Where did Ann travel for the art fair?", None, small)
+        other = FullContextSystem().answer(db, USER, "What is the cat called?", None, small)
     finally:
         db.close()
-    assert reply.note.startswith("left out the oldest") and reply.note.endswith("of 8 messages to fit 330 tokens")
+    assert reply.note.startswith("left out the oldest") and reply.note.endswith("of 8 messages to fit 430 tokens")
     assert "D1:1" not in reply.turns and "D2:4" in reply.turns  # the newest are kept
-    assert reply.prompt_tokens <= 330
+    assert reply.prompt_tokens <= 430
+    assert other.turns == reply.turns  # one cut for every question: one prompt prefix, read once
     assert log.of_kind("answer")
 
 

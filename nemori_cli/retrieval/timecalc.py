@@ -14,7 +14,8 @@ from datetime import date
 
 from dateutil import parser as date_parser
 
-from nemori_cli.pipeline.timeexpr import format_date
+from nemori_cli.domain import Hit
+from nemori_cli.pipeline.timeexpr import find_relative_times, format_date
 
 # "how long" of any kind: the answer is a duration or a date, never a time of day.
 _DURATION = re.compile(
@@ -40,6 +41,13 @@ MAX_DAYS = 6  # spans listed for at most this many days: beyond, the lines cost 
 
 def asks_duration(question: str) -> bool:
     return bool(_DURATION.search(question))
+
+
+_WHEN = re.compile(r"^\s*(?:when|on what (?:date|day)|what (?:date|day|year|month))\b", re.IGNORECASE)
+
+
+def asks_when(question: str) -> bool:
+    return bool(_WHEN.match(question))
 
 
 def asks_order(question: str) -> bool:
@@ -80,3 +88,27 @@ def notes(question: str, days: list[date], today: date | None) -> list[str]:
     if today is not None and _TO_TODAY.search(question):
         lines.extend(f"From {format_date(d)} to today ({format_date(today)}): {span(d, today)}." for d in shown if d <= today)
     return lines
+
+
+def when_hint(question: str, hits: list[Hit]) -> list[str]:
+    """For a "when" question: the date of the best-ranked raw turn, and what its relative words mean.
+
+    A 0.5B model shown "8 May 2023:" above "I painted that lake sunrise last
+    year [2022]" answers 8 May 2023; said in words, the resolved date is
+    hard to miss. ``hits`` are best first (retrieval/budget.py).
+    """
+    if not asks_when(question):
+        return []
+    for hit in hits:
+        if hit.kind != "message":
+            continue
+        turn = next((m for m in hit.messages if m.id == hit.id), None)
+        if turn is None:
+            continue
+        said = f"The line that best matches the question ({turn.speaker}) was said on {format_date(turn.timestamp.date())}"
+        mentions = find_relative_times(turn.content, turn.timestamp)
+        if mentions:
+            meant = "; ".join(f'"{m.text}" there means {m.resolved}' for m in mentions[:2])
+            return [f"{said}; {meant}."]
+        return [f"{said}."]
+    return []

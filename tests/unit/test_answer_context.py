@@ -204,3 +204,16 @@ def test_the_paper_profile_keeps_k_m_r_and_the_grouped_layout(db, llm, backend, 
     assert {h.kind for h in answer.hits} <= {"episode", "fact", "summary"}
     assert "Messages:" in backend.history[-1][0][-1]["content"]  # r = 2: the top episode brings its raw messages
     assert answer_hits(llm, "q", list(answer.hits), Layout("grouped", 2), gate=False).answer == "a violin"
+
+
+def test_a_when_question_is_told_the_date_of_its_best_turn_and_what_its_relative_words_mean():
+    said = datetime(2023, 5, 8, 13, 56)
+    turn = _msg(5, "Yeah, I painted that lake sunrise last year! It's special to me.", said, speaker="Melanie")
+    before = _msg(4, "Is this your own painting?", said, speaker="Caroline")
+    hits = [_hit("fact", 1, 0.04, "Melanie paints.", said), _hit("message", 5, 0.03, turn.content, said, [before, turn])]
+    assert timecalc.when_hint("When did Melanie paint a sunrise?", hits) == [
+        'The line that best matches the question (Melanie) was said on 8 May 2023; "last year" there means 2022.'
+    ]
+    assert timecalc.when_hint("What did Melanie paint?", hits) == []
+    plain = [_hit("message", 4, 0.03, before.content, said, [before])]
+    assert timecalc.when_hint("When did Caroline ask?", plain) == ["The line that best matches the question (Caroline) was said on 8 May 2023."]

@@ -94,19 +94,14 @@ def _turns(db: Database, user: str, hits) -> tuple[str, ...]:
 _ABLATIONS = (
     NemoriSystem(
         "nemori",
-        "Nemori as `nemori ask` answers: episodes, facts and raw turns in one ranking cut at ~500 tokens, on a dated timeline",
+        "Nemori as `nemori ask` answers: facts and raw turns (2 either side) in one ranking cut at ~800 tokens, on a dated timeline",
         options=BUDGET_SEARCH,
     ),
     NemoriSystem("nemori-paper", "Nemori with the paper's retrieval and layout: k=10 episodes, m=20 facts, raw messages of the top r=2"),
     NemoriSystem(
-        "nemori-1000",
-        "nemori with a budget of ~1,000 tokens instead of ~500",
-        options=replace(BUDGET_SEARCH, budget=1000),
-    ),
-    NemoriSystem(
-        "nemori-no-narratives",
-        "Nemori's budgeted timeline without episode narratives: facts and raw turns only",
-        options=replace(BUDGET_SEARCH, k=0),
+        "nemori-narratives",
+        "nemori with episode narratives in the ranking too (k=10)",
+        options=replace(BUDGET_SEARCH, k=10),
     ),
     NemoriSystem(
         "nemori-no-episodic",

@@ -14,7 +14,7 @@ from nemori_cli.prompts import timeline
 from nemori_cli.prompts.render import clip, message_lines
 
 ANSWER_MAX = 400
-TIMELINE_ANSWER_MAX = 200  # characters: a short phrase, with room for a list of names or dates
+TIMELINE_ANSWER_MAX = 160  # characters: a short phrase, with room for a list of names or dates
 
 SYSTEM = (
     "You answer questions about a person's past conversations using only the memories "
@@ -72,20 +72,38 @@ def tidy(answer: str) -> str:
         out += [answer[pos : mention.start], m.group(1)]
         pos = m.end()
     out.append(answer[pos:])
-    return _BRACKETED.sub(lambda m: " " + m.group(1), "".join(out)).strip()
+    text = _BRACKETED.sub(lambda m: " " + m.group(1), "".join(out)).strip()
+    return _first_sentence(text)
+
+
+_SENTENCE_END = re.compile(r"(?<=[a-z0-9)\]])(?<!\bDr)(?<!\bMr)(?<!\bMrs)(?<!\bMs)(?<!\bSt)[.!?](?=\s+[A-Z])")
+
+
+def _first_sentence(text: str) -> str:
+    """An answer that goes on past its first sentence keeps the first: the rest is a copied line's tail.
+
+    Asked for a few words, a 0.5B model often copies a whole chat line ("It
+    was really rewarding. Really made me think about..."); the first sentence
+    is what answers. "Dr. Smith" or "2.5 km" do not end a sentence here.
+    """
+    m = _SENTENCE_END.search(text)
+    if m is None or len(text[: m.start()].split()) < 2:
+        return text
+    return text[: m.start()]
 
 
 @lru_cache(maxsize=4)
 def timeline_schema(duration: bool) -> type[BaseModel]:
     """Only the answer: citations come from what was retrieved, not from the model (fewer tokens to write)."""
-    validators = {"clip_answer": field_validator("answer")(lambda cls, v: clip(v, ANSWER_MAX))}
+    # Clipped, not refused: llama.cpp's grammar does not bound a string this long, and a
+    # long answer is still an answer (its first sentence is kept, see tidy()).
+    validators = {"clip_answer": field_validator("answer")(lambda cls, v: clip(v, TIMELINE_ANSWER_MAX))}
     if duration:
         validators["no_clock"] = field_validator("answer")(_no_clock)
     return create_model(
         "Answer",
         __validators__=validators,
-        # Bounded in the grammar: every token written costs a CPU about 45 ms.
-        answer=(str, Field(min_length=1, max_length=TIMELINE_ANSWER_MAX, description="The short answer.")),
+        answer=(str, Field(min_length=1, description="The short answer.")),
     )
 
 

@@ -50,11 +50,12 @@ class SearchOptions:
 PROFILES = {
     # The Nemori paper's retrieval: k = 10 episodes, m = 2k facts, raw messages of the top r = 2.
     "paper": SearchOptions(k=10, facts=20, raw_for_top=2),
-    # Made for a small answer model: episodes, facts and raw turns in one
-    # ranking, cut at about 500 tokens, shown as a dated timeline. On the demo
-    # chat, `small` answered 5 of 5 questions right at 400 tokens and 3 of 5
-    # at 1,000: past a few hundred tokens it copies a nearby line instead.
-    "budget": SearchOptions(k=10, facts=20, raw_for_top=0, messages=30, turns=1, budget=500, layout="timeline"),
+    # Made for a small answer model: facts and raw turns (each with two turns
+    # either side) in one ranking, cut at about 800 tokens, shown as a dated
+    # timeline. Episode narratives are left out by default: written by the
+    # 0.5B model they carry its errors, and on LoCoMo conv-26 s1-5 adding them
+    # (k = 3) cost 4 set-F1 points (docs/ANSWERS.md). --k brings them back.
+    "budget": SearchOptions(k=0, facts=20, raw_for_top=0, messages=30, turns=2, budget=800, layout="timeline"),
 }
 DEFAULT_PROFILE = "budget"
 

@@ -57,9 +57,10 @@ bench-locomo: install
 # 8k window), the first QUESTIONS questions. Hours with `small`: rerun the same command to resume.
 QUESTIONS ?= 40
 SAMPLE ?= conv-26
+LONG_SYSTEMS ?= nemori,full-context,rag-256,amem
 bench-locomo-long: install
 	$(NEMORI) bench locomo ../shared/data/locomo/locomo-dev.json --sample $(SAMPLE) --questions $(QUESTIONS) \
-		--systems nemori,full-context,rag-256,amem --model $(MODEL) $(ANSWER_OPT) \
+		--systems $(LONG_SYSTEMS) --model $(MODEL) $(ANSWER_OPT) \
 		--out bench-results/locomo-$(SAMPLE)-all-$(MODEL) --progress
 
 # LongMemEval: PER_TYPE questions of each type (abstention counts as one); the whole dev file when empty.

@@ -27,7 +27,10 @@ from nemori_cli.bench import locomo, metrics
 from nemori_cli.bench.nemori_systems import _turns
 from nemori_cli.bench.run import USER
 from nemori_cli.config import Settings
-from nemori_cli.retrieval.answer import ask
+from nemori_cli.domain import Hit
+from nemori_cli.retrieval.answer import Layout, answer_hits, ask
+from nemori_cli.store import message_index
+from nemori_cli.store import messages as message_sql
 from nemori_cli.retrieval.search import PROFILES, SearchOptions
 from nemori_cli.store.db import Database
 
@@ -43,11 +46,20 @@ def parse_variant(text: str) -> SearchOptions:
         if name == "profile":
             base = PROFILES[value]
             continue
-        if name == "qfirst":  # a layout trial: the question before the memories as well as after
+        if name in ("qfirst", "oracle"):  # handled in main(): layout and context trials
             continue
         kind = types[name]
         changes[name] = int(value) if kind in (int, "int") else value
     return replace(base, **changes)
+
+
+def evidence_hits(db: Database, evidence, turns: int) -> list[Hit]:
+    found = [m for m in message_sql.all_messages(db, USER) if m.source_id in set(evidence)]
+    around = message_index.around(db, USER, found, turns)
+    return [
+        Hit(kind="message", id=m.id, score=1.0, title=m.speaker, text=m.content, start=m.timestamp, end=m.timestamp, messages=tuple(around[m.id]))
+        for m in found
+    ]
 
 
 def main() -> None:
@@ -83,7 +95,13 @@ def main() -> None:
                 continue
             db = Database(found[0], create=False)
             for q in unit.questions:
-                answer, _ = ask(db, USER, embedder, llm, q.text, options, today=q.today)
+                if "oracle=1" in variant:
+                    # The gold-evidence context: the evidence turns themselves (with the same
+                    # neighbours), laid out as ask lays out what it retrieves. What the model makes
+                    # of the right context tells whether retrieval or the model limits the score.
+                    answer = answer_hits(llm, q.text, evidence_hits(db, q.evidence, options.turns), Layout("timeline"), today=q.today, gate=False)
+                else:
+                    answer, _ = ask(db, USER, embedder, llm, q.text, options, today=q.today)
                 llm.log.drain()
                 scores = locomo.text_scores(answer.answer, q.gold, q.meta["category"])
                 recall = metrics.evidence_recall(q.evidence, _turns(db, USER, list(answer.hits)))

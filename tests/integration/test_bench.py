@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -56,6 +57,25 @@ def test_locomo_bench_reports_every_system_and_a_rerun_resumes(tmp_path):
     other = run_nemori(*args, "--model", "small")
     assert other.returncode == 2
     assert "another model" in other.stderr.decode() and len(other.stderr.decode().splitlines()) == 1
+
+    # Another answer model on the same memories: rows of their own, nothing rebuilt.
+    tiny_file = _tiny_gguf()
+    answered = run_nemori(*args[:-5], "--out", str(out), "--answer-model", str(tiny_file), "--json")
+    assert answered.returncode == 0, answered.stderr.decode()
+    rows = json.loads(answered.stdout)["systems"]
+    suffix = f"@{tiny_file}"
+    assert {f"nemori{suffix}", f"full-context{suffix}", f"rag-256{suffix}"} <= set(rows)
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert sum(r["kind"] == "build" for r in records) == 3  # the memories were reused
+    assert sum(r["kind"] == "answer" and r["system"].endswith(suffix) for r in records) == 3 * 2
+
+
+def _tiny_gguf():
+    """The tiny model's assembled file, as a path: a preset of its own, so it counts as another model."""
+    from nemori_cli.config import load_presets, resolve_llm
+    from nemori_cli.modelfiles import gguf_path
+
+    return gguf_path(resolve_llm(load_presets(), "tiny"), Path(os.environ["NEMORI_CACHE_DIR"]))
 
 
 def test_longmemeval_bench_gives_each_question_its_own_memory(tmp_path):

@@ -218,3 +218,25 @@ def test_a_when_question_is_told_the_date_of_its_best_turn_and_what_its_relative
     assert timecalc.when_hint("What did Melanie paint?", hits) == []
     plain = [_hit("message", 4, 0.03, before.content, said, [before])]
     assert timecalc.when_hint("When did Caroline ask?", plain) == ["The line that best matches the question (Caroline) was said on 8 May 2023."]
+
+
+@pytest.mark.parametrize(
+    "said, kept",
+    [
+        ("Priya went climbing yesterday [3 March 2024] with Maya.", "Priya went climbing 3 March 2024 with Maya."),
+        ("It was really rewarding. Really made me think about our minds.", "It was really rewarding"),
+        ("I met Dr. Smith there. He was kind.", "I met Dr. Smith there"),
+        ("Yes. She did", "Yes. She did"),  # one word is no sentence to stop at
+        ("2.5 km", "2.5 km"),
+        ("on [7 May 2023]", "on 7 May 2023"),
+    ],
+)
+def test_an_answer_keeps_its_first_sentence_and_the_date_a_copied_relative_time_meant(said, kept):
+    assert answer_prompt.tidy(said) == kept
+
+
+def test_a_long_answer_is_clipped_not_refused(llm, backend):
+    backend.responses = [{"answer": "word " * 80}]
+    day = datetime(2023, 5, 8)
+    answer = answer_hits(llm, "What did Ann say?", [replace_similarity(_hit("fact", 1, 0.03, "Ann said many words.", day), 0.9)])
+    assert not answer.failed and len(answer.answer) <= answer_prompt.TIMELINE_ANSWER_MAX and len(backend.history) == 1

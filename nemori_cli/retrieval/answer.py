@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from nemori_cli.domain import Answer, Hit, Usage
 from nemori_cli.embed.base import Embedder
@@ -137,5 +137,5 @@ def ask(
     """Retrieve and answer; returns the answer and the ids of the episodes it cites."""
     hits, search_ms = search(db, user, embedder, question, options)
     answer = answer_hits(llm, question, hits, layout_of(options), today=today)
-    answer = Answer(**{**answer.__dict__, "search_ms": search_ms})
+    answer = replace(answer, search_ms=search_ms)
     return answer, list(answer.cited)

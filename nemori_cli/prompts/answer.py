@@ -34,8 +34,9 @@ TIMELINE_SYSTEM = (
     "given, which are listed by date, oldest first. Quoted lines are what was said; a date "
     "in [brackets] is what a word like 'yesterday' meant. Reply in a few words, as a person "
     "would, never by copying a whole line: for example \"a red bike\", \"7 May 2023\", "
-    "\"in Lisbon, with her sister\", \"3 years\". Give dates as absolute dates. If the "
-    f"memories do not say, answer: {NOT_MENTIONED} Answer with JSON only."
+    "\"in Lisbon, with her sister\", \"3 years\". Give dates as absolute dates. When two "
+    "memories disagree, the later one is true now. If the memories do not say, answer: "
+    f"{NOT_MENTIONED} Answer with JSON only."
 )
 
 

@@ -80,7 +80,8 @@ def answer_hits(
         return Answer(question, prompt.NOT_MENTIONED, tuple(hits), Usage(), 0.0, (time.perf_counter() - started) * 1000, abstained=True)
     episode_ids = tuple(h.id for h in hits if h.kind == "episode")
     if layout.name == "timeline":
-        arithmetic = timecalc.when_hint(question, hits) + timecalc.notes(question, timeline.days_shown(hits), timecalc.parse_day(today))
+        arithmetic = timecalc.between_hint(question, hits) or timecalc.notes(question, timeline.days_shown(hits), timecalc.parse_day(today))
+        arithmetic = timecalc.when_hint(question, hits) + arithmetic
         messages = prompt.render_timeline(question, hits, now=today, arithmetic=arithmetic)
         schema = prompt.timeline_schema(timecalc.asks_duration(question))
     else:

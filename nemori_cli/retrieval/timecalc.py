@@ -112,3 +112,62 @@ def when_hint(question: str, hits: list[Hit]) -> list[str]:
             return [f"{said}; {meant}."]
         return [f"{said}."]
     return []
+
+
+# "between A and B", "how many days before A did I B", "how long after A did B".
+_TWO_EVENTS = (
+    re.compile(r"\bbetween\s+(?P<a>.+?)\s+and\s+(?P<b>.+?)[?.!]*$", re.IGNORECASE),
+    re.compile(
+        r"\bhow\s+(?:many\s+\w+|long)\s+(?:before|after)\s+(?P<a>.+?)\s+(?:did|do|was|were|had|have)\s+(?:i|we|you|he|she|they|\w+)\s+(?P<b>.+?)[?.!]*$",
+        re.IGNORECASE,
+    ),
+)
+_CONTENT = re.compile(r"[a-z0-9']{3,}")
+_COMMON = frozenset(
+    "the and did does had has have was were with for from that this what when where which who how many much long days weeks "
+    "months years day week month year passed ago before after since between my our your their his her its i'm attend attended "
+    "went go going".split()
+)
+
+
+def _words(text: str) -> set[str]:
+    return {w.strip("'") for w in _CONTENT.findall(text.lower())} - _COMMON
+
+
+def _event_day(event: str, hits: list[Hit]):
+    """The turn among those retrieved that shares the most words with ``event``, and the day it speaks of."""
+    wanted = _words(event)
+    best, best_overlap = None, 0
+    for hit in hits:
+        for m in hit.messages:
+            overlap = len(wanted & _words(m.content))
+            if overlap > best_overlap:
+                best, best_overlap = m, overlap
+    if best is None:
+        return None
+    mentions = [t for t in find_relative_times(best.content, best.timestamp) if t.granularity == "day"]
+    if mentions:
+        return mentions[0].date, f'{best.speaker} said on {format_date(best.timestamp.date())} "{mentions[0].text}"'
+    return best.timestamp.date(), f"{best.speaker} said it on {format_date(best.timestamp.date())}"
+
+
+def between_hint(question: str, hits: list[Hit]) -> list[str]:
+    """For a span between two events: each event's day, from the turn that best names it, and the span.
+
+    Listing the spans between every pair of days shown is too much for a
+    small model to choose from; naming the two events' days and their
+    difference is the arithmetic the question asks for.
+    """
+    for pattern in _TWO_EVENTS:
+        m = pattern.search(question.strip())
+        if m is None:
+            continue
+        a, b = _event_day(m.group("a"), hits), _event_day(m.group("b"), hits)
+        if a is None or b is None or a[0] == b[0] and a[1] == b[1]:
+            return []
+        return [
+            f'"{m.group("a")}": {format_date(a[0])} ({a[1]}).',
+            f'"{m.group("b")}": {format_date(b[0])} ({b[1]}).',
+            f"From {format_date(min(a[0], b[0]))} to {format_date(max(a[0], b[0]))}: {span(a[0], b[0])}.",
+        ]
+    return []

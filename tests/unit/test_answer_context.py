@@ -240,3 +240,19 @@ def test_a_long_answer_is_clipped_not_refused(llm, backend):
     day = datetime(2023, 5, 8)
     answer = answer_hits(llm, "What did Ann say?", [replace_similarity(_hit("fact", 1, 0.03, "Ann said many words.", day), 0.9)])
     assert not answer.failed and len(answer.answer) <= answer_prompt.TIMELINE_ANSWER_MAX and len(backend.history) == 1
+
+
+def test_a_span_between_two_events_is_computed_from_the_turns_that_name_them():
+    mass_said, ash_said = datetime(2023, 3, 6, 9), datetime(2023, 4, 5, 20)
+    mass = _msg(1, "I went to the Sunday mass at St. Mary's Church yesterday, lovely choir.", mass_said, speaker="user")
+    ash = _msg(2, "Today I attended the Ash Wednesday service at the cathedral.", ash_said, speaker="user")
+    other = _msg(3, "Can you recommend a good book?", ash_said, speaker="user")
+    hits = [_hit("message", 3, 0.05, other.content, ash_said, [other]), _hit("message", 1, 0.04, mass.content, mass_said, [mass]),
+            _hit("message", 2, 0.03, ash.content, ash_said, [ash])]
+    lines = timecalc.between_hint("How many days had passed between the Sunday mass at St. Mary's Church and the Ash Wednesday service?", hits)
+    assert lines[0] == '"the Sunday mass at St. Mary\'s Church": 5 March 2023 (user said on 6 March 2023 "yesterday").'
+    assert lines[1].startswith('"the Ash Wednesday service": 5 April 2023')
+    assert lines[2] == "From 5 March 2023 to 5 April 2023: 31 days (about 4 weeks)."
+    before = timecalc.between_hint("How many days before the Ash Wednesday service did I go to the Sunday mass?", hits)
+    assert before and before[-1].endswith("31 days (about 4 weeks).")
+    assert timecalc.between_hint("What did I do on Sunday?", hits) == []

@@ -50,7 +50,7 @@ ANSWER ?=
 ANSWER_OPT := $(if $(ANSWER),--answer-model $(ANSWER),)
 bench-locomo: install
 	$(NEMORI) bench locomo ../shared/data/locomo/locomo-dev.json --sample conv-26 --sessions 1-5 \
-		--systems nemori,nemori-narratives,nemori-paper,full-context,rag --model $(MODEL) $(ANSWER_OPT) \
+		--systems nemori,nemori-text,nemori-narratives,nemori-paper,full-context,rag --model $(MODEL) $(ANSWER_OPT) \
 		--out bench-results/locomo-conv26-1-5-$(MODEL) --progress
 
 # The long-history regime: a whole LoCoMo conversation (19 sessions, 419 messages, far beyond the

@@ -49,7 +49,7 @@ def parse_variant(text: str) -> SearchOptions:
         if name in ("qfirst", "oracle"):  # handled in main(): layout and context trials
             continue
         kind = types[name]
-        changes[name] = int(value) if kind in (int, "int") else value
+        changes[name] = int(value) if kind in (int, "int") else float(value) if kind in (float, "float") else value
     return replace(base, **changes)
 
 

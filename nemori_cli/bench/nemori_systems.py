@@ -99,6 +99,11 @@ _ABLATIONS = (
     ),
     NemoriSystem("nemori-paper", "Nemori with the paper's retrieval and layout: k=10 episodes, m=20 facts, raw messages of the top r=2"),
     NemoriSystem(
+        "nemori-text",
+        "nemori with full-text (BM25) retrieval alone, no vectors",
+        options=replace(BUDGET_SEARCH, mode="text"),
+    ),
+    NemoriSystem(
         "nemori-narratives",
         "nemori with episode narratives in the ranking too (k=10)",
         options=replace(BUDGET_SEARCH, k=10),

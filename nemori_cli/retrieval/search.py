@@ -44,6 +44,7 @@ class SearchOptions:
     # k/m/r decide alone (the paper's setting).
     budget: int = 0
     layout: str = "grouped"  # how the answer prompt lays it out: grouped by kind (the paper's) | timeline
+    text_weight: float = 1.0  # the full-text list's weight in the fusion (the vector list's is 1)
 
 
 # Named settings, so a run says which it used and the paper's stays comparable.
@@ -60,13 +61,14 @@ PROFILES = {
 DEFAULT_PROFILE = "budget"
 
 
-def fuse(ranked_lists: list[list[int]], k: int) -> list[tuple[int, float, list[int | None]]]:
-    """(id, fused score, rank in each list or None), best first."""
+def fuse(ranked_lists: list[list[int]], k: int, weights: list[float] | None = None) -> list[tuple[int, float, list[int | None]]]:
+    """(id, fused score, rank in each list or None), best first; ``weights`` scale each list's share."""
     scores: dict[int, float] = {}
     ranks: dict[int, list[int | None]] = {}
     for li, ids in enumerate(ranked_lists):
+        weight = weights[li] if weights else 1.0
         for rank, item in enumerate(ids, start=1):
-            scores[item] = scores.get(item, 0.0) + 1.0 / (RRF_K + rank)
+            scores[item] = scores.get(item, 0.0) + weight / (RRF_K + rank)
             ranks.setdefault(item, [None] * len(ranked_lists))[li] = rank
     ordered = sorted(scores, key=lambda i: (-scores[i], i))[:k]
     return [(i, scores[i], ranks[i]) for i in ordered]
@@ -77,7 +79,7 @@ def _ranked(
 ) -> tuple[list[tuple[int, float, list[int | None]]], dict[int, float]]:
     vector_hits = vector_fn(db, user, query_vector, options.candidates) if query_vector is not None else []
     text_hits = text_fn(db, user, query, options.candidates) if options.mode in ("hybrid", "text") else []
-    return fuse([[i for i, _ in vector_hits], [i for i, _ in text_hits]], k), dict(vector_hits)
+    return fuse([[i for i, _ in vector_hits], [i for i, _ in text_hits]], k, [1.0, options.text_weight]), dict(vector_hits)
 
 
 def search(db: Database, user: str, embedder: Embedder, query: str, options: SearchOptions = SearchOptions()) -> tuple[list[Hit], float]:

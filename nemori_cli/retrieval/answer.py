@@ -19,6 +19,7 @@ from nemori_cli.prompts import answer as prompt
 from nemori_cli.prompts import timeline
 from nemori_cli.retrieval import timecalc
 from nemori_cli.retrieval.search import DEFAULT_PROFILE, PROFILES, SearchOptions, search
+from nemori_cli.store import message_index
 from nemori_cli.store.db import Database
 
 STAGE = "answer"
@@ -52,6 +53,22 @@ def layout_of(options: SearchOptions) -> Layout:
     return Layout("messages" if options.context == "messages" else "grouped", options.raw_for_top)
 
 
+_WORD = re.compile(r"[A-Za-z]{4,}")
+# Words a question is made of, whatever it asks about: not evidence that anything is missing.
+_QUESTION_WORDS = frozenset(
+    "what when where which whom whose does have been were will would could should about with from that this their there "
+    "they them many much long ago before after since first last time date year years month months week weeks days name "
+    "kind type like likely most recently ever recent still think thinks feel feels make made take took give gave said tell "
+    "told know mention mentioned remember talk talked discuss discussed plan plans planning going doing done start started "
+    "also other some every each into over your mine my".split()
+)
+
+
+def question_words(question: str) -> list[str]:
+    """The content words of a question (four letters or more), each once."""
+    return list(dict.fromkeys(w.lower() for w in _WORD.findall(question) if w.lower() not in _QUESTION_WORDS))
+
+
 def abstains(text: str) -> bool:
     return bool(_ABSTAINS.search(text))
 
@@ -67,7 +84,14 @@ def unsupported(hits: list[Hit]) -> bool:
 
 
 def answer_hits(
-    llm: StructuredLLM, question: str, hits: list[Hit], layout: Layout = Layout(), *, today: str | None = None, gate: bool = True
+    llm: StructuredLLM,
+    question: str,
+    hits: list[Hit],
+    layout: Layout = Layout(),
+    *,
+    today: str | None = None,
+    gate: bool = True,
+    unmentioned: list[str] = (),
 ) -> Answer:
     """One answer from these memories (search time is the caller's to fill in).
 
@@ -82,6 +106,8 @@ def answer_hits(
     if layout.name == "timeline":
         arithmetic = timecalc.between_hint(question, hits) or timecalc.notes(question, timeline.days_shown(hits), timecalc.parse_day(today))
         arithmetic = timecalc.when_hint(question, hits) + arithmetic
+        if unmentioned:
+            arithmetic.append("No memory mentions " + ", ".join(f'"{w}"' for w in unmentioned) + ".")
         messages = prompt.render_timeline(question, hits, now=today, arithmetic=arithmetic)
         schema = prompt.timeline_schema(timecalc.asks_duration(question))
     else:
@@ -137,6 +163,7 @@ def ask(
 ) -> tuple[Answer, list[int]]:
     """Retrieve and answer; returns the answer and the ids of the episodes it cites."""
     hits, search_ms = search(db, user, embedder, question, options)
-    answer = answer_hits(llm, question, hits, layout_of(options), today=today)
+    missing = message_index.unmentioned(db, user, question_words(question)) if options.layout == "timeline" else []
+    answer = answer_hits(llm, question, hits, layout_of(options), today=today, unmentioned=missing)
     answer = replace(answer, search_ms=search_ms)
     return answer, list(answer.cited)

@@ -104,3 +104,13 @@ def around(db: Database, user: str, messages: list[Message], turns: int) -> dict
         )
         out[m.id] = [*(message_sql.row_to_message(r) for r in reversed(before)), m, *(message_sql.row_to_message(r) for r in after)]
     return out
+
+
+def unmentioned(db: Database, user: str, words: list[str]) -> list[str]:
+    """The words that no message of this user contains (FTS5 applies its own stemming to each)."""
+    missing = []
+    for word in words:
+        row = db.one("SELECT 1 AS x FROM message_fts WHERE message_fts MATCH ? AND user_id = ? LIMIT 1", ('"' + word.replace('"', "") + '"', user))
+        if row is None:
+            missing.append(word)
+    return missing

@@ -256,3 +256,16 @@ def test_a_span_between_two_events_is_computed_from_the_turns_that_name_them():
     before = timecalc.between_hint("How many days before the Ash Wednesday service did I go to the Sunday mass?", hits)
     assert before and before[-1].endswith("31 days (about 4 weeks).")
     assert timecalc.between_hint("What did I do on Sunday?", hits) == []
+
+
+def test_words_of_the_question_that_no_message_contains_are_named_to_the_model(db, llm, backend, embedder):
+    from nemori_cli.retrieval.answer import question_words
+
+    _ingest(db, llm, backend, embedder)
+    assert question_words("What is the name of my hamster?") == ["hamster"]
+    assert message_index.unmentioned(db, "u", ["hamster", "violin", "teachers"]) == ["hamster"]  # stemmed as FTS5 does
+    backend.default = lambda messages, schema: {"answer": "Not mentioned in my memories."}
+    ask(db, "u", embedder, llm, "What is the name of Caroline's hamster?")
+    assert 'No memory mentions "hamster".' in backend.history[-1][0][-1]["content"]
+    ask(db, "u", embedder, llm, "How much does the violin teacher charge?")
+    assert "No memory mentions" not in backend.history[-1][0][-1]["content"]

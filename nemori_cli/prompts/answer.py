@@ -108,10 +108,20 @@ def timeline_schema(duration: bool) -> type[BaseModel]:
     )
 
 
+def today_text(now: str) -> str:
+    """'2023/04/01 (Sat) 05:39' -> '1 April 2023': the day only (a clock time invites clock-time answers)."""
+    from dateutil import parser as date_parser
+
+    try:
+        return format_date(date_parser.parse(re.sub(r"\([A-Za-z]{3}\)", " ", now), fuzzy=True).date())
+    except (ValueError, OverflowError):
+        return now
+
+
 def render_timeline(question: str, hits: list[Hit], *, now: str | None, arithmetic: list[str]) -> list[dict[str, str]]:
     memories = timeline.render(hits) if hits else "(no memories found)"
     worked = ("\nDate arithmetic, already worked out:\n" + "\n".join(arithmetic)) if arithmetic else ""
-    today = f"\nToday is {now}." if now else ""
+    today = f"\nToday is {today_text(now)}." if now else ""
     return [
         {"role": "system", "content": TIMELINE_SYSTEM},
         {"role": "user", "content": f"Memories:\n{memories}\n{worked}{today}\nQuestion: {question}"},

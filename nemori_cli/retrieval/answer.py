@@ -60,7 +60,8 @@ _QUESTION_WORDS = frozenset(
     "they them many much long ago before after since first last time date year years month months week weeks days name "
     "kind type like likely most recently ever recent still think thinks feel feels make made take took give gave said tell "
     "told know mention mentioned remember talk talked discuss discussed plan plans planning going doing done start started "
-    "also other some every each into over your mine my".split()
+    "also other some every each into over your mine passed happened happen spent spend cost costs take took "
+    "total currently current days".split()
 )
 
 

@@ -10,7 +10,7 @@ is known), computed here from the stored absolute dates.
 from __future__ import annotations
 
 import re
-from datetime import date
+from datetime import date, datetime
 
 from dateutil import parser as date_parser
 
@@ -134,21 +134,51 @@ def _words(text: str) -> set[str]:
     return {w.strip("'") for w in _CONTENT.findall(text.lower())} - _COMMON
 
 
+_MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"
+_EXPLICIT = re.compile(
+    rf"\b(?:{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?(?:,?\s+\d{{4}})?|\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH}(?:,?\s+\d{{4}})?)\b",
+    re.IGNORECASE,
+)
+
+
+def _explicit_day(text: str, said: date) -> tuple[date, str] | None:
+    """A calendar date written out ("on February 1st", "2 March"), in the year it was said unless given."""
+    m = _EXPLICIT.search(text)
+    if m is None:
+        return None
+    try:
+        return date_parser.parse(m.group(), default=datetime(said.year, 1, 1)).date(), m.group()
+    except (ValueError, OverflowError):
+        return None
+
+
 def _event_day(event: str, hits: list[Hit]):
-    """The turn among those retrieved that shares the most words with ``event``, and the day it speaks of."""
+    """The turn among those retrieved that best names ``event``, and the day it speaks of.
+
+    Best: most words shared with the event, then one that gives a date
+    (written out, or relative to when it was said), then the shorter.
+    """
     wanted = _words(event)
-    best, best_overlap = None, 0
+    best, best_key = None, (0, 0, 0)
     for hit in hits:
         for m in hit.messages:
             overlap = len(wanted & _words(m.content))
-            if overlap > best_overlap:
-                best, best_overlap = m, overlap
+            if not overlap:
+                continue
+            dated = int(_explicit_day(m.content, m.timestamp.date()) is not None or bool(find_relative_times(m.content, m.timestamp)))
+            key = (overlap, dated, -len(m.content))
+            if key > best_key:
+                best, best_key = m, key
     if best is None:
         return None
+    said = best.timestamp.date()
+    explicit = _explicit_day(best.content, said)
+    if explicit:
+        return explicit[0], f'{best.speaker} said on {format_date(said)} "{explicit[1]}"'
     mentions = [t for t in find_relative_times(best.content, best.timestamp) if t.granularity == "day"]
     if mentions:
-        return mentions[0].date, f'{best.speaker} said on {format_date(best.timestamp.date())} "{mentions[0].text}"'
-    return best.timestamp.date(), f"{best.speaker} said it on {format_date(best.timestamp.date())}"
+        return mentions[0].date, f'{best.speaker} said on {format_date(said)} "{mentions[0].text}"'
+    return said, f"{best.speaker} said it on {format_date(said)}"
 
 
 def between_hint(question: str, hits: list[Hit]) -> list[str]:

@@ -269,3 +269,15 @@ def test_words_of_the_question_that_no_message_contains_are_named_to_the_model(d
     assert 'No memory mentions "hamster".' in backend.history[-1][0][-1]["content"]
     ask(db, "u", embedder, llm, "How much does the violin teacher charge?")
     assert "No memory mentions" not in backend.history[-1][0][-1]["content"]
+
+
+def test_an_event_dated_in_words_is_read_from_the_line_that_names_it():
+    said = datetime(2023, 2, 20, 12, 15)
+    ash = _msg(1, "By the way, I just came from the Ash Wednesday service at the cathedral on February 1st.", said, speaker="user")
+    mass = _msg(2, "I recently attended the Sunday mass at St. Mary's Church on January 2nd, a moving sermon.", said, speaker="user")
+    echo = _msg(3, "Ash Wednesday is a powerful reminder; the service at a cathedral can be moving.", said, speaker="assistant")
+    hits = [_hit("message", i, 0.03, m.content, said, [m]) for i, m in ((3, echo), (1, ash), (2, mass))]
+    lines = timecalc.between_hint("How many days had passed between the Sunday mass at St. Mary's Church and the Ash Wednesday service at the cathedral?", hits)
+    assert lines[0].startswith('"the Sunday mass at St. Mary\'s Church": 2 January 2023') and "February 1st" in lines[1]
+    assert lines[2] == "From 2 January 2023 to 1 February 2023: 30 days (about 4 weeks)."
+    assert answer_prompt.today_text("2023/04/01 (Sat) 05:39") == "1 April 2023"

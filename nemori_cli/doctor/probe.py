@@ -87,11 +87,13 @@ class _Probe:
 
     def _partition(self):
         from nemori_cli.pipeline.partition import partition
+        from nemori_cli.store import message_index
         from nemori_cli.store import messages as message_sql
 
         with self.db.transaction():
             self.db.bind_embedder(identity(self.embedder), self.embedder.dimensions)
             message_sql.insert_messages(self.db, sample.USER, sample.messages())
+            message_index.index_all(self.db, sample.USER, self.embedder.embed_documents)  # as ingest does: ask reads raw turns
         return partition(message_sql.pending(self.db, sample.USER), self.llm, self.embedder)
 
     def _narrate(self, groups) -> list[tuple[int, Any, Any, Any]]:

@@ -164,7 +164,14 @@ def ask(
 ) -> tuple[Answer, list[int]]:
     """Retrieve and answer; returns the answer and the ids of the episodes it cites."""
     hits, search_ms = search(db, user, embedder, question, options)
-    missing = message_index.unmentioned(db, user, question_words(question)) if options.layout == "timeline" else []
+    words = question_words(question)
+    missing = message_index.unmentioned(db, user, words) if options.layout == "timeline" else []
+    if words and len(missing) == len(words):
+        # Not one of the question's own words was ever said ("my hamster" in a chat about a cat):
+        # whatever the vectors found is about something else. A 0.5B model told so still
+        # answered "Hamster"; the code answers instead.
+        llm.log.decision(STAGE, f"no message mentions {', '.join(missing)}: answered 'not mentioned' without the model")
+        return replace(answer_hits(llm, question, [], layout_of(options), today=today), search_ms=search_ms, hits=tuple(hits)), []
     answer = answer_hits(llm, question, hits, layout_of(options), today=today, unmentioned=missing)
     answer = replace(answer, search_ms=search_ms)
     return answer, list(answer.cited)

@@ -264,9 +264,12 @@ def test_words_of_the_question_that_no_message_contains_are_named_to_the_model(d
     _ingest(db, llm, backend, embedder)
     assert question_words("What is the name of my hamster?") == ["hamster"]
     assert message_index.unmentioned(db, "u", ["hamster", "violin", "teachers"]) == ["hamster"]  # stemmed as FTS5 does
-    backend.default = lambda messages, schema: {"answer": "Not mentioned in my memories."}
+    backend.default = lambda messages, schema: {"answer": "Hamster"}
+    calls = len(backend.history)
+    answer, cited = ask(db, "u", embedder, llm, "What is the name of my hamster?")
+    assert answer.abstained and cited == [] and len(backend.history) == calls  # no content word was ever said: no model call
     ask(db, "u", embedder, llm, "What is the name of Caroline's hamster?")
-    assert 'No memory mentions "hamster".' in backend.history[-1][0][-1]["content"]
+    assert 'No memory mentions "hamster".' in backend.history[-1][0][-1]["content"]  # "Caroline" was said: the model decides
     ask(db, "u", embedder, llm, "How much does the violin teacher charge?")
     assert "No memory mentions" not in backend.history[-1][0][-1]["content"]
 

@@ -93,6 +93,7 @@ def answer_hits(
     today: str | None = None,
     gate: bool = True,
     unmentioned: list[str] = (),
+    events: dict[str, list[Hit]] | None = None,
 ) -> Answer:
     """One answer from these memories (search time is the caller's to fill in).
 
@@ -105,7 +106,7 @@ def answer_hits(
         return Answer(question, prompt.NOT_MENTIONED, tuple(hits), Usage(), 0.0, (time.perf_counter() - started) * 1000, abstained=True)
     episode_ids = tuple(h.id for h in hits if h.kind == "episode")
     if layout.name == "timeline":
-        arithmetic = timecalc.between_hint(question, hits) or timecalc.notes(question, timeline.days_shown(hits), timecalc.parse_day(today))
+        arithmetic = timecalc.between_hint(question, hits, events) or timecalc.notes(question, timeline.days_shown(hits), timecalc.parse_day(today))
         arithmetic = timecalc.when_hint(question, hits) + arithmetic
         if unmentioned:
             arithmetic.append("No memory mentions " + ", ".join(f'"{w}"' for w in unmentioned) + ".")
@@ -172,6 +173,11 @@ def ask(
         # answered "Hamster"; the code answers instead.
         llm.log.decision(STAGE, f"no message mentions {', '.join(missing)}: answered 'not mentioned' without the model")
         return replace(answer_hits(llm, question, [], layout_of(options), today=today), search_ms=search_ms, hits=tuple(hits)), []
-    answer = answer_hits(llm, question, hits, layout_of(options), today=today, unmentioned=missing)
+    events = None
+    if options.layout == "timeline" and (named := timecalc.two_events(question)):
+        # Each event of a "between A and B" question looked up on its own, among the raw turns.
+        alone = replace(options, k=0, facts=0, notes=0, messages=10, turns=0, budget=0)
+        events = {event: [h for h in search(db, user, embedder, event, alone)[0] if h.kind == "message"] for event in named}
+    answer = answer_hits(llm, question, hits, layout_of(options), today=today, unmentioned=missing, events=events)
     answer = replace(answer, search_ms=search_ms)
     return answer, list(answer.cited)

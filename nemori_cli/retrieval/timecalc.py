@@ -181,23 +181,32 @@ def _event_day(event: str, hits: list[Hit]):
     return said, f"{best.speaker} said it on {format_date(said)}"
 
 
-def between_hint(question: str, hits: list[Hit]) -> list[str]:
+def two_events(question: str) -> tuple[str, str] | None:
+    """The two events a "between A and B" / "how many days before A did I B" question names."""
+    for pattern in _TWO_EVENTS:
+        m = pattern.search(question.strip())
+        if m is not None:
+            return m.group("a"), m.group("b")
+    return None
+
+
+def between_hint(question: str, hits: list[Hit], found: dict[str, list[Hit]] | None = None) -> list[str]:
     """For a span between two events: each event's day, from the turn that best names it, and the span.
 
     Listing the spans between every pair of days shown is too much for a
     small model to choose from; naming the two events' days and their
-    difference is the arithmetic the question asks for.
+    difference is the arithmetic the question asks for. ``found`` holds, per
+    event, the turns a search for that event alone returned (ask() runs it):
+    the turn that names an event need not be among those the question found.
     """
-    for pattern in _TWO_EVENTS:
-        m = pattern.search(question.strip())
-        if m is None:
-            continue
-        a, b = _event_day(m.group("a"), hits), _event_day(m.group("b"), hits)
-        if a is None or b is None or a[0] == b[0] and a[1] == b[1]:
-            return []
-        return [
-            f'"{m.group("a")}": {format_date(a[0])} ({a[1]}).',
-            f'"{m.group("b")}": {format_date(b[0])} ({b[1]}).',
-            f"From {format_date(min(a[0], b[0]))} to {format_date(max(a[0], b[0]))}: {span(a[0], b[0])}.",
-        ]
-    return []
+    events = two_events(question)
+    if events is None:
+        return []
+    a, b = (_event_day(e, [*(found or {}).get(e, []), *hits]) for e in events)
+    if a is None or b is None or a[0] == b[0] and a[1] == b[1]:
+        return []
+    return [
+        f'"{events[0]}": {format_date(a[0])} ({a[1]}).',
+        f'"{events[1]}": {format_date(b[0])} ({b[1]}).',
+        f"From {format_date(min(a[0], b[0]))} to {format_date(max(a[0], b[0]))}: {span(a[0], b[0])}.",
+    ]

@@ -284,3 +284,24 @@ def test_an_event_dated_in_words_is_read_from_the_line_that_names_it():
     assert lines[0].startswith('"the Sunday mass at St. Mary\'s Church": 2 January 2023') and "February 1st" in lines[1]
     assert lines[2] == "From 2 January 2023 to 1 February 2023: 30 days (about 4 weeks)."
     assert answer_prompt.today_text("2023/04/01 (Sat) 05:39") == "1 April 2023"
+
+
+def test_each_event_of_a_between_question_is_looked_up_on_its_own(db, llm, backend, embedder):
+    t = datetime(2023, 2, 20, 12, 0)
+    chat = [
+        IncomingMessage(speaker="user", content="I attended the Ash Wednesday service at the cathedral on February 1st.", timestamp=t, source_id="a"),
+        *[IncomingMessage(speaker="assistant", content=f"Here is tip {i} about soup kitchens and volunteering.", timestamp=t.replace(minute=i + 1), source_id=f"t{i}") for i in range(30)],
+        IncomingMessage(speaker="user", content="I recently went to the Sunday mass at St. Mary's Church on January 2nd.", timestamp=t.replace(hour=21), source_id="m"),
+    ]
+    _ingest(db, llm, backend, embedder, chat)
+    backend.default = lambda messages, schema: {"answer": "30 days"}
+    ask(db, "u", embedder, llm, "How many days had passed between the Sunday mass at St. Mary's Church and the Ash Wednesday service at the cathedral?",
+        replace_options(budget=60))
+    prompt = backend.history[-1][0][-1]["content"]
+    assert "From 2 January 2023 to 1 February 2023: 30 days (about 4 weeks)." in prompt
+
+
+def replace_options(**changes):
+    from dataclasses import replace
+
+    return replace(PROFILES["budget"], **changes)

@@ -126,7 +126,13 @@ def search(db: Database, user: str, embedder: Embedder, query: str, options: Sea
 
 
 def _message_hits(db: Database, user: str, query: str, query_vector, options: SearchOptions) -> list[Hit]:
-    """Raw turns, searched like everything else; each brings its neighbouring turns."""
+    """Raw turns, searched like everything else; each brings its neighbouring turns.
+
+    None for an A-MEM memory of raw messages: each of its notes already is
+    one message, with its attributes and links (what that mode is measured on).
+    """
+    if note_sql.made_from_messages(db, user):
+        return []
     fused, similarity = _ranked(db, user, query, query_vector, options, message_index.vector_search, message_index.text_search, options.messages)
     found = message_sql.by_ids(db, user, [i for i, _, _ in fused])
     context = message_index.around(db, user, [found[i] for i, _, _ in fused if i in found], options.turns)

@@ -194,6 +194,11 @@ def unnoted_messages(db: Database, user: str, limit: int | None = None) -> list[
     return [r["id"] for r in rows]
 
 
+def made_from_messages(db: Database, user: str) -> bool:
+    """Whether this user's notes are the raw messages themselves (--memory amem), not distilled facts."""
+    return db.one("SELECT 1 AS x FROM notes WHERE user_id = ? AND message_id IS NOT NULL LIMIT 1", (user,)) is not None
+
+
 def count_unnoted(db: Database, user: str) -> int:
     row = db.one("SELECT count(*) AS n FROM messages m WHERE m.user_id = ? AND NOT EXISTS (SELECT 1 FROM notes n WHERE n.message_id = m.id)", (user,))
     return int(row["n"]) if row else 0

@@ -194,12 +194,14 @@ def ask_cmd(
         return
     out = console()
     out.print(esc(answer.answer), soft_wrap=True)
-    by_id = {h.id: h for h in answer.hits if h.kind == "episode"}
+    from nemori_cli.store import episodes as episode_sql
+
+    cited_episodes = episode_sql.by_ids(store, settings.user, list(cited))  # cited through their raw turns too
     for i in cited:
-        if i in by_id:
-            h = by_id[i]
-            out.print(f"[dim]  E{h.id} {h.start:%Y-%m-%d}: {esc(h.title)}[/dim]")
-    if not by_id:  # A-MEM memory: no episodes to cite; show the notes it read first
+        if i in cited_episodes:
+            e = cited_episodes[i]
+            out.print(f"[dim]  E{e.id} {e.start:%Y-%m-%d}: {esc(e.title)}[/dim]")
+    if not cited_episodes and not answer.abstained:  # A-MEM memory: no episodes to cite; show the notes it read first
         for h in [h for h in answer.hits if h.kind == "note"][:3]:
             out.print(f"[dim]  N{h.id} {h.start:%Y-%m-%d}: {esc(h.text)}[/dim]", soft_wrap=True)
     out.print(

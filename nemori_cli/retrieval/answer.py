@@ -164,9 +164,14 @@ def ask(
     today: str | None = None,
 ) -> tuple[Answer, list[int]]:
     """Retrieve and answer; returns the answer and the ids of the episodes it cites."""
+    # A database from before the message index (not ingested since) has no raw turns to search
+    # and cannot say a word was never said: it is read by its episodes instead, with no word cue.
+    indexed = not message_index.unindexed(db, user, limit=1)
+    if not indexed and options.messages and not options.k:
+        options = replace(options, k=10)
     hits, search_ms = search(db, user, embedder, question, options)
     words = question_words(question)
-    missing = message_index.unmentioned(db, user, words) if options.layout == "timeline" else []
+    missing = message_index.unmentioned(db, user, words) if indexed and options.layout == "timeline" else []
     if words and len(missing) == len(words):
         # Not one of the question's own words was ever said ("my hamster" in a chat about a cat):
         # whatever the vectors found is about something else. A 0.5B model told so still

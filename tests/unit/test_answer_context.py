@@ -305,3 +305,14 @@ def replace_options(**changes):
     from dataclasses import replace
 
     return replace(PROFILES["budget"], **changes)
+
+
+def test_a_memory_not_yet_indexed_is_never_told_its_words_were_not_said(db, llm, backend, embedder):
+    _ingest(db, llm, backend, embedder)
+    with db.transaction():  # a file from before migration 6, asked before its next ingest
+        db.conn.execute("DELETE FROM message_fts")
+        db.conn.execute("DELETE FROM message_vec")
+    backend.default = lambda messages, schema: {"answer": "45 dollars"}
+    answer, _ = ask(db, "u", embedder, llm, "How much does the violin teacher charge?")
+    assert not answer.abstained and answer.answer == "45 dollars"
+    assert "No memory mentions" not in backend.history[-1][0][-1]["content"]

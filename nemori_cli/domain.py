@@ -148,3 +148,22 @@ class Answer:
     cited: tuple[int, ...] = ()  # episode ids the answer comes from
     failed: bool = False  # the model gave no usable answer (the text says so)
     abstained: bool = False  # the answer says the memories do not hold it
+
+
+# What the LLM layer logs (llm/base.CallLog) and store/telemetry.py writes.
+@dataclass(frozen=True)
+class CallRecord:
+    stage: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    ms: float
+    attempts: int
+    outcome: str  # ok | failed
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    stage: str
+    kind: str  # repaired | fallback | decision
+    detail: str

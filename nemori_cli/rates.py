@@ -15,13 +15,14 @@ import tempfile
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+from nemori_cli import stages
 from nemori_cli import measured
 
 RATES_FILE = "rates.json"
 
 # Stages an ingest runs; `answer` (ask) and benchmark judges are left out so
 # that questions asked of a memory do not count as the cost of building it.
-INGEST_STAGES = ("partition", "narration", "integration", "prediction", "distillation", "consolidation", "summary")
+INGEST_STAGES = stages.INGEST
 
 
 @dataclass(frozen=True)

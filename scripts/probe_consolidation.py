@@ -21,6 +21,7 @@ import time
 from nemori_cli import deps
 from nemori_cli.config import Settings
 from nemori_cli.errors import LLMOutputError
+from nemori_cli.stages import Stage
 from datetime import datetime
 
 from nemori_cli.prompts import consolidate as prompt
@@ -68,7 +69,7 @@ def _rate(answers: list[tuple[bool | None, bool]]) -> tuple[str, str, str, int]:
 
 def _ask(llm, messages, schema, field):
     try:
-        return getattr(llm.complete(messages, schema=schema, stage="probe", max_tokens=16).value, field)
+        return getattr(llm.complete(messages, schema=schema, stage=Stage("probe", 16)).value, field)
     except LLMOutputError:
         return None
 

@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from nemori_cli import stages
 from nemori_cli.bench.metrics import parse_judge_label, parse_yes_no
 from nemori_cli.errors import LLMOutputError
 from nemori_cli.llm.base import StructuredLLM
@@ -42,7 +43,7 @@ def judge_locomo(llm: StructuredLLM, question: str, gold: str, prediction: str) 
         {"role": "user", "content": f"Question: {question}\nReference answer: {gold}\nGenerated answer: {prediction}"},
     ]
     try:
-        return llm.complete(messages, schema=LocomoGrade, stage="judge", max_tokens=96).value.label == "CORRECT"
+        return llm.complete(messages, schema=LocomoGrade, stage=stages.JUDGE).value.label == "CORRECT"
     except LLMOutputError as e:
         return parse_judge_label(e.raw)
     finally:
@@ -79,7 +80,7 @@ def judge_longmemeval(llm: StructuredLLM, question_type: str, abstention: bool, 
         },
     ]
     try:
-        return llm.complete(messages, schema=YesNo, stage="judge", max_tokens=12).value.answer == "yes"
+        return llm.complete(messages, schema=YesNo, stage=stages.JUDGE_YES_NO).value.answer == "yes"
     except LLMOutputError as e:
         return parse_yes_no(e.raw)
     finally:

@@ -13,9 +13,8 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
-from nemori_cli.store.telemetry import STAGE_ORDER
+from nemori_cli.stages import INGEST as INGEST_STAGES
 
-INGEST_STAGES = tuple(s for s in STAGE_ORDER if s != "answer")
 
 
 def _mean(values) -> float | None:

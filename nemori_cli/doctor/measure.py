@@ -13,7 +13,7 @@ import numpy as np
 
 from nemori_cli.doctor import sample
 from nemori_cli.doctor.probe import INGEST_STAGES, STAGES, ProbeResult
-from nemori_cli.store.telemetry import CallRecord
+from nemori_cli.domain import CallRecord
 
 
 def _rate(amount: float, seconds: float) -> float | None:

@@ -20,14 +20,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nemori_cli import stages
 from nemori_cli.doctor import sample
+from nemori_cli import stages
 from nemori_cli.embed.base import Embedder, identity
+from nemori_cli import stages
 from nemori_cli.errors import NemoriError
+from nemori_cli import stages
 from nemori_cli.llm.base import StructuredLLM
-from nemori_cli.store.telemetry import CallRecord, EventRecord
+from nemori_cli import stages
+from nemori_cli.domain import CallRecord, EventRecord
 
-# The stages reported, in the method's order; ingest runs all but the last.
-STAGES = ("partition", "narration", "integration", "prediction", "distillation", "consolidation", "answer")
+# The stages the probe runs and reports, in the method's order; ingest runs all but the last.
+STAGES = tuple(
+    s.name for s in (stages.PARTITION, stages.NARRATION, stages.INTEGRATION, stages.PREDICTION, stages.DISTILLATION, stages.CONSOLIDATION, stages.ANSWER)
+)
 INGEST_STAGES = STAGES[:-1]
 
 

@@ -20,7 +20,8 @@ from pydantic import BaseModel, ValidationError
 
 from nemori_cli.errors import LLMOutputError
 from nemori_cli.llm.schema import decoder_safe
-from nemori_cli.store.telemetry import CallRecord, EventRecord
+from nemori_cli.domain import CallRecord, EventRecord
+from nemori_cli.stages import Stage
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -42,20 +43,24 @@ class ChatBackend(Protocol):
 
 @dataclass
 class CallLog:
-    """Calls and pipeline events not yet written; the runner writes them with its unit of work."""
+    """The sink an LLM logs to: calls and pipeline events, held until whoever owns the unit of work drains them.
+
+    The LLM layer never writes anywhere itself; the runner stores what it
+    drains with its transaction (store/telemetry.py), the bench counts it.
+    """
 
     calls: list[CallRecord] = field(default_factory=list)
     events: list[EventRecord] = field(default_factory=list)
 
-    def repaired(self, stage: str, detail: str) -> None:
-        self.events.append(EventRecord(stage, "repaired", detail))
+    def repaired(self, stage: Stage, detail: str) -> None:
+        self.events.append(EventRecord(stage.name, "repaired", detail))
 
-    def fallback(self, stage: str, detail: str) -> None:
-        self.events.append(EventRecord(stage, "fallback", detail))
+    def fallback(self, stage: Stage, detail: str) -> None:
+        self.events.append(EventRecord(stage.name, "fallback", detail))
 
-    def decision(self, stage: str, detail: str) -> None:
+    def decision(self, stage: Stage, detail: str) -> None:
         """What a memory-management step decided (integration, consolidation): the audit trail."""
-        self.events.append(EventRecord(stage, "decision", detail))
+        self.events.append(EventRecord(stage.name, "decision", detail))
 
     def drain(self) -> tuple[list[CallRecord], list[EventRecord]]:
         calls, events = self.calls, self.events
@@ -86,10 +91,12 @@ class StructuredLLM:
         messages: ChatMessages,
         *,
         schema: type[T],
-        stage: str,
-        max_tokens: int = 256,
+        stage: Stage,
+        max_tokens: int | None = None,
         temperature: float = 0.0,
     ) -> Completion[T]:
+        """One validated answer; ``max_tokens`` defaults to the stage's own cap (stages.py)."""
+        max_tokens = stage.max_tokens if max_tokens is None else max_tokens
         json_schema = decoder_safe(schema.model_json_schema())
         prompt_tokens = completion_tokens = 0
         started = time.perf_counter()
@@ -118,10 +125,10 @@ class StructuredLLM:
             return Completion(value, prompt_tokens, completion_tokens, ms)
         ms = (time.perf_counter() - started) * 1000
         self._record(stage, prompt_tokens, completion_tokens, ms, attempts, "failed")
-        raise LLMOutputError(f"{stage}: model {self.model_id} gave no valid answer in {attempts} attempts ({problem})", raw=last_text)
+        raise LLMOutputError(f"{stage.name}: model {self.model_id} gave no valid answer in {attempts} attempts ({problem})", raw=last_text)
 
-    def _record(self, stage: str, p: int, c: int, ms: float, attempts: int, outcome: str) -> None:
-        self.log.calls.append(CallRecord(stage, self.model_id, p, c, round(ms, 1), attempts, outcome))
+    def _record(self, stage: Stage, p: int, c: int, ms: float, attempts: int, outcome: str) -> None:
+        self.log.calls.append(CallRecord(stage.name, self.model_id, p, c, round(ms, 1), attempts, outcome))
 
 
 def _validate(schema: type[T], text: str) -> T:

@@ -27,17 +27,18 @@ from datetime import datetime
 
 import numpy as np
 
+from nemori_cli import stages
 from nemori_cli.domain import Fact, Note
 from nemori_cli.embed.base import Embedder
 from nemori_cli.errors import LLMOutputError
 from nemori_cli.llm.base import StructuredLLM
-from nemori_cli.pipeline.timeexpr import annotate_relative_times, format_date
+from nemori_cli.dates import annotate_relative_times, format_date
 from nemori_cli.prompts import amem as prompt
 from nemori_cli.store import notes as note_sql
 from nemori_cli.store.db import Database
 
-CONSTRUCTION = "note"
-LINKING = "linking"
+CONSTRUCTION = stages.NOTE
+LINKING = stages.LINKING
 
 _WORD = re.compile(r"[A-Za-z][\w'-]+")
 _SKIP = frozenset(
@@ -84,7 +85,7 @@ class Amem:
         day = format_date(source.timestamp.date())
         try:
             value = self.llm.complete(
-                prompt.render_attributes(source.content, day), schema=prompt.NoteAttributes, stage=CONSTRUCTION, max_tokens=110
+                prompt.render_attributes(source.content, day), schema=prompt.NoteAttributes, stage=CONSTRUCTION
             ).value
         except LLMOutputError as e:
             self.llm.log.fallback(CONSTRUCTION, f"{e.message}; keywords taken from the memory's own words")
@@ -163,7 +164,7 @@ class Amem:
         day = format_date(source.timestamp.date())
         try:
             value = self.llm.complete(
-                prompt.render_links(source.content, day, attrs, neighbours), schema=schema, stage=LINKING, max_tokens=200
+                prompt.render_links(source.content, day, attrs, neighbours), schema=schema, stage=LINKING
             ).value
         except LLMOutputError as e:
             chosen = tuple(i for i in ids if similarity.get(i, 0.0) >= self.settings.link_floor)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nemori_cli import stages
 from nemori_cli.domain import Fact
 from nemori_cli.errors import LLMOutputError
 from nemori_cli.llm.base import StructuredLLM
@@ -33,7 +34,7 @@ from nemori_cli.prompts import consolidate as prompt
 from nemori_cli.store import facts as fact_sql
 from nemori_cli.store.db import Database
 
-STAGE = "consolidation"
+STAGE = stages.CONSOLIDATION
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ class Consolidator:
 
     def _outdated(self, older: str, newer: str) -> bool | None:
         try:
-            return self.llm.complete(prompt.render(older, newer), schema=prompt.Outdated, stage=STAGE, max_tokens=16).value.outdated
+            return self.llm.complete(prompt.render(older, newer), schema=prompt.Outdated, stage=STAGE).value.outdated
         except LLMOutputError as e:
             self.llm.log.fallback(STAGE, f"{e.message}; treated as not outdated")
             return None

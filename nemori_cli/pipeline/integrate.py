@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nemori_cli import stages
 from nemori_cli.domain import Episode, to_epoch
 from nemori_cli.errors import LLMOutputError
 from nemori_cli.llm.base import StructuredLLM
@@ -24,7 +25,7 @@ from nemori_cli.store import episodes as episode_sql
 from nemori_cli.store.db import Database
 from nemori_cli.store.episodes import EpisodeDraft
 
-STAGE = "integration"
+STAGE = stages.INTEGRATION
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ class SelfCheck:
 
 def _continues(llm: StructuredLLM, earlier: tuple, new: tuple) -> bool | None:
     try:
-        return llm.complete(prompt.render_pair(earlier, new), schema=prompt.Continuation, stage=STAGE, max_tokens=16).value.same_event
+        return llm.complete(prompt.render_pair(earlier, new), schema=prompt.Continuation, stage=STAGE).value.same_event
     except LLMOutputError as e:
         llm.log.fallback(STAGE, f"{e.message}; treated as no continuation")
         return None
@@ -95,8 +96,7 @@ def merge(llm: StructuredLLM, old: Episode, draft: EpisodeDraft) -> EpisodeDraft
         answer = llm.complete(
             prompt.render_merge(old.title, old.narrative, old.start, draft.title, draft.narrative, draft.start),
             schema=prompt.MergedEpisode,
-            stage=STAGE,
-            max_tokens=420,
+            stage=stages.MERGE,
         ).value
         start = min(old.start, draft.start, key=to_epoch)
         title, narrative = repair_narrative(answer.title.strip(), answer.narrative.strip(), start, old.title, llm, STAGE)

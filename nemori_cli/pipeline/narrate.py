@@ -14,16 +14,17 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
+from nemori_cli import stages
 from nemori_cli.domain import Message
 from nemori_cli.errors import LLMOutputError
 from nemori_cli.llm.base import StructuredLLM
 from nemori_cli.pipeline.partition import Group
-from nemori_cli.pipeline.timeexpr import annotate_relative_times, format_date
+from nemori_cli.dates import annotate_relative_times, format_date
 from nemori_cli.prompts import narrative as prompt
 from nemori_cli.prompts.render import clip
 from nemori_cli.store.episodes import EpisodeDraft
 
-STAGE = "narration"
+STAGE = stages.NARRATION
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _YEAR = re.compile(r"\b(19|20)\d\d\b")
 
@@ -31,7 +32,7 @@ _YEAR = re.compile(r"\b(19|20)\d\d\b")
 def narrate(group: Group, llm: StructuredLLM) -> EpisodeDraft:
     messages = list(group.messages)
     try:
-        answer = llm.complete(prompt.render(messages), schema=prompt.Narrative, stage=STAGE, max_tokens=360).value
+        answer = llm.complete(prompt.render(messages), schema=prompt.Narrative, stage=STAGE).value
         title, narrative = answer.title.strip(), answer.narrative.strip()
         title, narrative = repair_narrative(title, narrative, messages[0].timestamp, clip(messages[0].content, 60), llm)
     except LLMOutputError as e:
@@ -48,7 +49,7 @@ def narrate(group: Group, llm: StructuredLLM) -> EpisodeDraft:
 
 
 def repair_narrative(
-    title: str, narrative: str, anchor: datetime, fallback_title: str, llm: StructuredLLM, stage: str = STAGE
+    title: str, narrative: str, anchor: datetime, fallback_title: str, llm: StructuredLLM, stage: stages.Stage = STAGE
 ) -> tuple[str, str]:
     """Deterministic fixes of a model's episode text, each counted under ``stage``."""
     fixes = []

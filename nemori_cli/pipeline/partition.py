@@ -20,13 +20,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nemori_cli import stages
 from nemori_cli.domain import Message, to_epoch
 from nemori_cli.embed.base import Embedder
 from nemori_cli.errors import LLMOutputError
 from nemori_cli.llm.base import StructuredLLM
 from nemori_cli.prompts import partition as prompt
 
-STAGE = "partition"
+STAGE = stages.PARTITION
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,7 @@ def _partition_stretch(
     n = len(stretch)
     schema = prompt.schema_for(n, max(1, n // settings.min_group))
     try:
-        answer = llm.complete(prompt.render(stretch), schema=schema, stage=STAGE, max_tokens=48).value
+        answer = llm.complete(prompt.render(stretch), schema=schema, stage=STAGE).value
     except LLMOutputError as e:
         llm.log.fallback(STAGE, f"no usable boundaries ({e.message}); split by similarity")
         vectors = embedder.embed_documents([f"{m.speaker}: {m.content}" for m in stretch])

@@ -18,17 +18,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nemori_cli import stages
 from nemori_cli.domain import Message
 from nemori_cli.errors import LLMOutputError
 from nemori_cli.llm.base import StructuredLLM
-from nemori_cli.pipeline.timeexpr import annotate_relative_times
+from nemori_cli.dates import annotate_relative_times
 from nemori_cli.prompts import distill as distill_prompt
 from nemori_cli.prompts import predict as predict_prompt
 from nemori_cli.store import facts as fact_sql
 from nemori_cli.store.db import Database
 
-PREDICTION = "prediction"
-DISTILLATION = "distillation"
+PREDICTION = stages.PREDICTION
+DISTILLATION = stages.DISTILLATION
 
 _CAPITALISED = re.compile(r"\b[A-Z][a-zA-Z]+\b")
 _ALWAYS_OK = set(
@@ -77,13 +78,13 @@ def distill_facts(
     if known:
         try:
             prediction = llm.complete(
-                predict_prompt.render(title, known), schema=predict_prompt.Prediction, stage=PREDICTION, max_tokens=160
+                predict_prompt.render(title, known), schema=predict_prompt.Prediction, stage=PREDICTION
             ).value.prediction
         except LLMOutputError as e:
             llm.log.fallback(PREDICTION, f"{e.message}; distilling without a prediction")
     try:
         facts = llm.complete(
-            distill_prompt.render(messages, prediction, direct=settings.direct), schema=distill_prompt.Distilled, stage=DISTILLATION, max_tokens=320
+            distill_prompt.render(messages, prediction, direct=settings.direct), schema=distill_prompt.Distilled, stage=DISTILLATION
         ).value.facts
     except LLMOutputError as e:
         llm.log.fallback(DISTILLATION, f"{e.message}; no facts from this episode")

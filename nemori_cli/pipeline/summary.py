@@ -8,14 +8,15 @@ oldest lines go first if that grows past the limit.
 
 from __future__ import annotations
 
+from nemori_cli import stages
 from nemori_cli.errors import LLMOutputError
 from nemori_cli.llm.base import StructuredLLM
-from nemori_cli.pipeline.timeexpr import format_date
+from nemori_cli.dates import format_date
 from nemori_cli.prompts import summary as prompt
 from nemori_cli.store.db import Database, now_iso
 from nemori_cli.store.episodes import EpisodeDraft
 
-STAGE = "summary"
+STAGE = stages.SUMMARY
 
 
 def current(db: Database, user: str) -> tuple[int, str] | None:
@@ -29,7 +30,7 @@ def fold_in(db: Database, user: str, llm: StructuredLLM, draft: EpisodeDraft, ep
     latest = current(db, user)
     before = latest[1] if latest else None
     try:
-        text = llm.complete(prompt.render(before, draft.title, draft.narrative, draft.start), schema=prompt.Summary, stage=STAGE, max_tokens=420).value.summary
+        text = llm.complete(prompt.render(before, draft.title, draft.narrative, draft.start), schema=prompt.Summary, stage=STAGE).value.summary
     except LLMOutputError as e:
         llm.log.fallback(STAGE, f"{e.message}; appended the episode's title")
         lines = (before.splitlines() if before else []) + [f"{format_date(draft.start.date())}: {draft.title}"]

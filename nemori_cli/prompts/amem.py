@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, Field, StringConstraints, create_model, field_validator
 
 from nemori_cli.domain import Note
-from nemori_cli.pipeline.timeexpr import format_date
+from nemori_cli.dates import format_date
 from nemori_cli.prompts.render import clip
 
 KEYWORD_MAX = 32  # characters; short enough that the grammar keeps the bound

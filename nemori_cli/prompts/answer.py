@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, create_model, field_validator
 
 from nemori_cli.domain import Hit
-from nemori_cli.pipeline.timeexpr import find_relative_times, format_date
+from nemori_cli.dates import find_relative_times, format_date
 from nemori_cli.prompts import timeline
 from nemori_cli.prompts.render import clip, message_lines
 

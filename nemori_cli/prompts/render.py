@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from nemori_cli.domain import Message
-from nemori_cli.pipeline.timeexpr import annotate_relative_times, format_date
+from nemori_cli.dates import annotate_relative_times, format_date
 
 
 def when(ts: datetime) -> str:

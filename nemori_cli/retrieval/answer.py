@@ -11,6 +11,7 @@ import re
 import time
 from dataclasses import dataclass, replace
 
+from nemori_cli import stages
 from nemori_cli.domain import Answer, Hit, Usage
 from nemori_cli.embed.base import Embedder
 from nemori_cli.errors import LLMOutputError
@@ -22,8 +23,8 @@ from nemori_cli.retrieval.search import DEFAULT_PROFILE, PROFILES, SearchOptions
 from nemori_cli.store import message_index
 from nemori_cli.store.db import Database
 
-STAGE = "answer"
-ANSWER_TOKENS = 120  # what an answer may spend
+STAGE = stages.ANSWER
+ANSWER_TOKENS = STAGE.max_tokens  # what an answer may spend
 FAILED = "(the model gave no usable answer; the memories below are the best matches)"
 # Below this cosine similarity, with no full-text match either, nothing
 # retrieved is about the question: the answer is "not mentioned" without a
@@ -118,7 +119,7 @@ def answer_hits(
         schema = prompt.schema_for(episode_ids)
     failed = False
     try:
-        completion = llm.complete(messages, schema=schema, stage=STAGE, max_tokens=ANSWER_TOKENS)
+        completion = llm.complete(messages, schema=schema, stage=STAGE)
         text = prompt.tidy(completion.value.answer) if layout.name == "timeline" else completion.value.answer.strip()
         cited = list(dict.fromkeys(getattr(completion.value, "sources", [])))
         usage = Usage(completion.prompt_tokens, completion.completion_tokens, completion.ms)

@@ -15,7 +15,7 @@ from datetime import date, datetime
 from dateutil import parser as date_parser
 
 from nemori_cli.domain import Hit
-from nemori_cli.pipeline.timeexpr import find_relative_times, format_date
+from nemori_cli.dates import find_relative_times, format_date
 
 # "how long" of any kind: the answer is a duration or a date, never a time of day.
 _DURATION = re.compile(

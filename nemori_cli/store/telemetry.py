@@ -2,31 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from nemori_cli import stages
+from nemori_cli.domain import CallRecord, EventRecord
 from nemori_cli.store.db import Database, now_iso
-
-
-@dataclass(frozen=True)
-class CallRecord:
-    stage: str
-    model: str
-    prompt_tokens: int
-    completion_tokens: int
-    ms: float
-    attempts: int
-    outcome: str  # ok | failed
-
-
-@dataclass(frozen=True)
-class EventRecord:
-    stage: str
-    kind: str  # repaired | fallback | decision
-    detail: str
-
-
-# The method's order (the paper's cost table lists stages this way).
-STAGE_ORDER = ("partition", "narration", "integration", "prediction", "distillation", "consolidation", "summary", "note", "linking", "answer")
 
 
 def write(db: Database, user: str, calls: list[CallRecord], events: list[EventRecord]) -> None:
@@ -64,8 +42,7 @@ def stage_stats(db: Database, user: str) -> list[dict]:
         entry = by_stage.setdefault(row["stage"], {"stage": row["stage"], **empty})
         entry["repaired"], entry["fallbacks"] = int(row["repaired"] or 0), int(row["fallbacks"] or 0)
         entry["decisions"] = int(row["decisions"] or 0)
-    order = {name: i for i, name in enumerate(STAGE_ORDER)}
-    return sorted(by_stage.values(), key=lambda r: (order.get(r["stage"], len(order)), r["stage"]))
+    return sorted(by_stage.values(), key=lambda r: stages.rank(r["stage"]))
 
 
 def recent_events(db: Database, user: str, limit: int = 20) -> list[dict]:

@@ -207,7 +207,7 @@ def test_rates_land_where_ingest_dry_run_reads_them(env):
 
 def test_throughput_separates_reading_from_writing():
     from nemori_cli.doctor.measure import throughput
-    from nemori_cli.store.telemetry import CallRecord
+    from nemori_cli.domain import CallRecord
 
     # 1000 prompt tok/s and 50 output tok/s, exactly.
     calls = [CallRecord("s", "m", p, c, (p / 1000 + c / 50) * 1000, 1, "ok") for p, c in [(500, 10), (1000, 40), (200, 100)]]

@@ -14,6 +14,7 @@ import pytest
 
 from nemori_cli.embed.base import identity
 from nemori_cli.errors import StoreError
+from nemori_cli.domain import CallRecord
 from nemori_cli.store import episodes as episode_sql
 from nemori_cli.store import facts as fact_sql
 from nemori_cli.store import forget
@@ -93,7 +94,7 @@ def _fill_user(db, embedder, user, word, vector_seed=None):
         _supersede(db, "facts", old, new)
         telemetry.write(
             db, user,
-            [telemetry.CallRecord("episode", "fake", 10, 5, 1.0, 1, "ok")],
+            [CallRecord("episode", "fake", 10, 5, 1.0, 1, "ok")],
             [telemetry.EventRecord("episode", "repaired", f"{word} json repaired")],
         )
         _summary(db, user, f"{user} enjoys {word} picnics", e1)

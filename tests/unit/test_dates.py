@@ -8,7 +8,7 @@ from datetime import date, datetime, timedelta, timezone
 
 import pytest
 
-from nemori_cli.pipeline.timeexpr import (
+from nemori_cli.dates import (
     TimeMention,
     annotate_relative_times,
     find_relative_times,

@@ -1,4 +1,7 @@
-"""Resolve relative time expressions ("yesterday", "last week") to absolute dates.
+"""Dates for every layer: relative expressions ("yesterday", "last week") resolved, and dates written out.
+
+A shared helper beside domain.py: prompts, memory modes, the pipeline and
+answering all format and resolve dates the same way, so it belongs to none of them.
 
 Why: small models asked to write memories from a chat either turn "yesterday"
 into a wrong date or keep it relative, which is meaningless once the memory is

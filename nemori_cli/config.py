@@ -183,6 +183,7 @@ class Settings:
     threads: int | None = None  # llama.cpp threads (env NEMORI_THREADS); default: the cores we may use
     answer_model: str | None = None  # --answer-model / NEMORI_ANSWER_MODEL; None: models.toml's default_answer_llm, else model
     cache_dir: Path = field(default_factory=lambda: _user_dir("cache"))
+    prefix_cache: bool = True  # llama.cpp prompt-state snapshots; NEMORI_PREFIX_CACHE=0 turns them off (for measuring them)
 
     @classmethod
     def from_env(
@@ -209,8 +210,19 @@ class Settings:
             answer_model=answer_model or env.get("NEMORI_ANSWER_MODEL") or None,
             threads=int(threads) if threads else None,
             cache_dir=Path(cache).expanduser() if cache else _user_dir("cache"),
+            prefix_cache=env.get("NEMORI_PREFIX_CACHE", "1") != "0",
         )
 
 
 def api_key_from_env(var: str | None) -> str | None:
     return os.environ.get(var) if var else None
+
+
+def api_key_is_set(var: str) -> bool:
+    """Whether the variable a preset names for its key is set at all (even to an empty value)."""
+    return var in os.environ
+
+
+def env_defaults_to_set(defaults: dict[str, str]) -> dict[str, str]:
+    """Those of ``defaults`` the environment does not set yet: what a module may set for a library without overriding the user."""
+    return {name: value for name, value in defaults.items() if name not in os.environ}

@@ -41,7 +41,7 @@ def build_backend(preset: LLMPreset, settings: Settings) -> ChatBackend:
         from nemori_cli.llm.llamacpp import LlamaCppBackend
 
         path = gguf_path(preset, settings.cache_dir)
-        backend = LlamaCppBackend(path, name=preset.name, n_ctx=preset.n_ctx, n_threads=settings.threads)
+        backend = LlamaCppBackend(path, name=preset.name, n_ctx=preset.n_ctx, n_threads=settings.threads, prefix_cache=settings.prefix_cache)
     _backends[preset.name] = backend
     return backend
 
@@ -86,6 +86,6 @@ def build_embedder(settings: Settings, db: Database | None = None) -> Embedder:
 
 def semantic_settings(settings: Settings):
     """The prediction-error settings, with tau taken from the embedder's preset."""
-    from nemori_cli.pipeline.semantic import SemanticSettings
+    from nemori_cli.memory.semantic import SemanticSettings
 
     return SemanticSettings(threshold=resolve_embedder(load_presets(), settings.embedder).evoke_threshold)

@@ -167,3 +167,11 @@ class EventRecord:
     stage: str
     kind: str  # repaired | fallback | decision
     detail: str
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """Stored messages a memory mode has not made memory of yet."""
+
+    messages: int
+    characters: int

@@ -66,23 +66,8 @@ class Estimate:
 
 
 def stages(profile: Profile) -> tuple[str, ...]:
-    """The LLM stages an ingest runs with this method."""
-    if profile.memory == "amem":
-        return ("note", "linking")  # a note per message: no episodes at all
-    run = ["partition", "narration"]
-    if profile.integrate:
-        run.append("integration")
-    if profile.memory == "summary":
-        run.append("summary")
-    elif profile.facts:
-        if profile.distill == "prediction":
-            run.append("prediction")
-        run.append("distillation")
-        if profile.memory == "native":
-            run.append("consolidation")
-        if profile.memory == "nemori+amem":
-            run += ["note", "linking"]
-    return tuple(run)
+    """The LLM stages an ingest runs with this method (its memory mode says)."""
+    return profile.mode.stages(profile)
 
 
 _PER_EPISODE = {
@@ -121,10 +106,9 @@ def _share(run: tuple[str, ...]) -> tuple[float, float, float]:
 def estimate(messages: int, characters: int, *, window: int, profile: Profile, rates: Rates) -> Estimate:
     """The cost of making episodes of ``messages`` messages holding ``characters`` characters."""
     run = stages(profile)
-    if profile.memory == "amem":
-        # Every message is a note; every note but the first has neighbours to link.
+    if not profile.mode.makes_episodes:
         windows = episodes = 0
-        calls = {"note": messages, "linking": max(messages - 1, 0)}
+        calls = profile.mode.message_calls(messages)
     else:
         windows = _windows(messages, window)
         episodes = math.ceil(messages / MESSAGES_PER_EPISODE) if messages else 0

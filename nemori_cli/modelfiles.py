@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from nemori_cli.config import EmbedderPreset, LLMPreset
+from nemori_cli.config import EmbedderPreset, LLMPreset, api_key_is_set
 from nemori_cli.errors import ModelError
 
 _CHUNK = 1 << 20
@@ -138,7 +138,7 @@ def embedder_path(preset: EmbedderPreset) -> str:
 def llm_availability(preset: LLMPreset, cache_dir: Path) -> tuple[bool, str]:
     """Whether a preset is usable now, cheaply (no hashing, no network)."""
     if preset.kind == "openai":
-        if preset.api_key_env and preset.api_key_env not in os.environ and "127.0.0.1" not in (preset.base_url or "") and "localhost" not in (preset.base_url or ""):
+        if preset.api_key_env and not api_key_is_set(preset.api_key_env) and "127.0.0.1" not in (preset.base_url or "") and "localhost" not in (preset.base_url or ""):
             return False, f"${preset.api_key_env} is not set"
         return True, f"endpoint {preset.base_url} (reachability checked on use)"
     if preset.path:

@@ -150,22 +150,18 @@ def from_database(db, user: str, model_id: str) -> Rates | None:
     each is credited with the share of the characters matching its share of
     the calls.
     """
-    in_ingest = f"user_id = ? AND stage IN ({','.join('?' * len(INGEST_STAGES))})"
-    mine = db.one(
-        "SELECT count(*) AS calls, sum(prompt_tokens) AS p, sum(completion_tokens) AS c, sum(ms) AS ms"
-        f" FROM llm_calls WHERE {in_ingest} AND model = ?",
-        (user, *INGEST_STAGES, model_id),
-    )
-    if not mine or not mine["calls"]:
+    from nemori_cli.store import messages, telemetry
+
+    mine = telemetry.ingest_usage(db, user, INGEST_STAGES, model_id)
+    if not mine["calls"]:
         return None
-    everyone = db.one(f"SELECT count(*) AS calls FROM llm_calls WHERE {in_ingest}", (user, *INGEST_STAGES))
-    done = db.one("SELECT sum(length(content)) AS n FROM messages WHERE user_id = ? AND episode_id IS NOT NULL", (user,))
-    characters = int(done["n"] or 0) * mine["calls"] / everyone["calls"]
-    prompt, output = int(mine["p"] or 0), int(mine["c"] or 0)
+    everyone = telemetry.ingest_usage(db, user, INGEST_STAGES)
+    characters = messages.characters_in_episodes(db, user) * mine["calls"] / everyone["calls"]
+    prompt, output = mine["prompt_tokens"], mine["completion_tokens"]
     if characters <= 0 or prompt + output <= 0:
         return None
     # A fake or cached model can log 0 ms; a floor keeps the speeds finite.
-    seconds = max(float(mine["ms"] or 0) / 1000, 1e-3)
+    seconds = max(float(mine["ms"]) / 1000, 1e-3)
     # One time per call covers reading and writing; split it assuming output
     # tokens cost _OUTPUT_SLOWDOWN times a prompt token, as measured above.
     prompt_tps = (prompt + _OUTPUT_SLOWDOWN * output) / seconds

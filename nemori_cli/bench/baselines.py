@@ -13,7 +13,7 @@ search time compare like for like.
 from __future__ import annotations
 
 import time
-from nemori_cli.bench.systems import ANSWER_TOKENS, Progress, Reply, Shared, Storage, System, register, register_group, reply
+from nemori_cli.bench.systems import ANSWER_TOKENS, Listing, Progress, Reply, Shared, Storage, System, reply
 from nemori_cli.domain import Hit, IncomingMessage, Message
 from nemori_cli.embed.base import identity
 from nemori_cli.prompts import answer as answer_prompt
@@ -28,6 +28,8 @@ RAW_LIMIT = 4000  # characters per message shown: raw baselines see messages who
 PROMPT_MARGIN = 64  # tokens kept free for the chat template around the prompt
 QUESTION_RESERVE = 96  # tokens kept for the question itself (a longer one gets its own size)
 RAW_LAYOUT = Layout("messages", message_limit=RAW_LIMIT)  # blocks of raw messages, as the paper's baselines read them
+OFFERED = Listing()  # the systems and groups below; bench/catalog.py registers them by name
+register, register_group = OFFERED.register, OFFERED.register_group
 
 
 def _store_messages(db: Database, user: str, messages: list[IncomingMessage]) -> list[Message]:
@@ -152,8 +154,7 @@ class RagSystem(System):
         return reply(shared, answer, search_ms=search_ms, turns=turns, memories=len(hits))
 
     def storage(self, db: Database, user: str, shared: Shared) -> Storage:
-        rows = db.query("SELECT narrative FROM episodes WHERE user_id = ? AND boundary = 'chunk'", (user,))
-        texts = [r["narrative"] for r in rows]
+        texts = episode_sql.chunk_texts(db, user)
         return Storage(len(texts), sum(len(t) for t in texts), sum(shared.count_tokens(t) for t in texts), {"chunks": len(texts)})
 
 

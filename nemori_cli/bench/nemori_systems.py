@@ -10,35 +10,43 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from nemori_cli.bench.systems import Progress, Reply, Shared, Storage, System, register, register_group, reply
+from nemori_cli.bench.systems import Listing, Progress, Reply, Shared, Storage, System, reply
 from nemori_cli.domain import IncomingMessage
-from nemori_cli.memory.profile import DEFAULT, MEMORY_MODES, NOTE_MODES, Profile
-from nemori_cli.pipeline import summary
+from nemori_cli.memory import modes
+from nemori_cli.memory.profile import DEFAULT, Profile
+from nemori_cli.memory import summary
 from nemori_cli.pipeline.runner import Pipeline
 from nemori_cli.retrieval.answer import ask
 from nemori_cli.retrieval.search import PROFILES, SearchOptions
+from nemori_cli.store import episodes as episode_sql
+from nemori_cli.store import facts as fact_sql
 from nemori_cli.store import messages as message_sql
 from nemori_cli.store import notes as note_sql
 from nemori_cli.store.db import Database
 
 PAPER_SEARCH = PROFILES["paper"]  # the paper's k, m = 2k and r
 BUDGET_SEARCH = PROFILES["budget"]  # what `nemori ask` uses by default
+OFFERED = Listing()  # the systems and groups below; bench/catalog.py registers them by name
+register, register_group = OFFERED.register, OFFERED.register_group
 
 
 class NemoriSystem(System):
     resumable = True  # an interrupted build goes on from the pending messages in its database
 
-    def __init__(self, name: str, description: str, profile: Profile = DEFAULT, options: SearchOptions = PAPER_SEARCH):
+    def __init__(
+        self, name: str, description: str, profile: Profile = DEFAULT, options: SearchOptions = PAPER_SEARCH, *, notes_only: bool = False
+    ):
         # The paper's retrieval is the default here so that every ablation reads its memory the way
         # the paper's table does; `nemori` itself answers the way `nemori ask` does.
         self.name, self.description = name, description
         self.profile, self.options = profile, options
+        self.notes_only = notes_only  # storage counts the notes alone, as the Nemori paper compares A-MEM's
         p = profile
         self.build_key = f"nemori-{p.memory}-{p.distill if p.facts else 'nofacts'}-{'int' if p.integrate else 'noint'}-{p.index}"
 
     def build(self, db: Database, user: str, messages: list[IncomingMessage], shared: Shared, progress: Progress | None) -> None:
         pipeline = Pipeline(db, user, shared.llm, shared.embedder, profile=self.profile, semantic=shared.semantic)
-        pipeline.store(messages)
+        pipeline.add_messages(messages)
         pipeline.process(flush=True, progress=progress)  # resumes where an interrupted build stopped
 
     def answer(self, db: Database, user: str, question: str, today: str | None, shared: Shared) -> Reply:
@@ -46,15 +54,15 @@ class NemoriSystem(System):
         return reply(shared, answer, search_ms=answer.search_ms, turns=_turns(db, user, list(answer.hits)), memories=len(answer.hits))
 
     def storage(self, db: Database, user: str, shared: Shared) -> Storage:
-        episodes = db.query("SELECT title, narrative FROM episodes WHERE user_id = ? AND status = 'active'", (user,))
-        facts = db.query("SELECT text FROM facts WHERE user_id = ? AND status = 'active'", (user,))
-        texts = [f"{e['title']}\n{e['narrative']}" for e in episodes] + [f["text"] for f in facts]
+        episodes = episode_sql.active_texts(db, user)
+        facts = fact_sql.active_texts(db, user)
+        texts = episodes + facts
         latest = summary.current(db, user)
         if latest is not None:
             texts.append(latest[1])
         # A note is stored with its attributes, and they are what it is found by: all counted.
         notes = note_sql.list_all(db, user) if self.options.notes else []
-        notes_only = self.profile.memory == "nemori+amem" and self.options.k == 0
+        notes_only = self.notes_only
         if notes_only:
             texts = texts[len(episodes):]  # A-MEM's storage alone, as the Nemori paper compares it
         texts += [note_sql.embedding_text(n.content, n.keywords, n.tags, n.context) for n in notes]
@@ -68,14 +76,9 @@ class NemoriSystem(System):
                 "summary": int(latest is not None),
                 "notes": len(notes),
                 "links": sum(len(n.links) for n in notes) // 2,
-                "evolved": _evolved(db, user),
+                "evolved": note_sql.count_evolved(db, user),
             },
         )
-
-
-def _evolved(db: Database, user: str) -> int:
-    row = db.one("SELECT count(DISTINCT e.note_id) AS n FROM note_evolutions e JOIN notes n ON n.id = e.note_id WHERE n.user_id = ?", (user,))
-    return int(row["n"]) if row else 0
 
 
 def _turns(db: Database, user: str, hits) -> tuple[str, ...]:
@@ -132,36 +135,32 @@ _ABLATIONS = (
 for _system in _ABLATIONS:
     register(_system)
 
-# Every other management mode registers as nemori-<mode> (naive-rag: facts
-# appended with no consolidation; summary: one running summary).
-for _mode in MEMORY_MODES:
-    if _mode not in ("native", *NOTE_MODES):
-        register(
-            NemoriSystem(
-                f"nemori-{_mode}",
-                f"Nemori's episodes with --memory {_mode}",
-                profile=replace(DEFAULT, memory=_mode, facts=_mode != "summary"),
-            )
-        )
-
-register_group(
-    "nemori-ablations", tuple(s.name for s in _ABLATIONS) + tuple(f"nemori-{m}" for m in MEMORY_MODES if m not in ("native", *NOTE_MODES))
+# The other episodic management modes register as nemori-<mode> (naive-rag:
+# facts appended with no consolidation; summary: one running summary).
+_OTHER_MODES = tuple(
+    NemoriSystem(f"nemori-{m.name}", f"Nemori's episodes with --memory {m.name}", profile=replace(DEFAULT, memory=m.name, facts=m.distils_facts))
+    for m in (modes.SUMMARY, modes.NAIVE_RAG)
 )
+for _system in _OTHER_MODES:
+    register(_system)
+
+register_group("nemori-ablations", tuple(s.name for s in (*_ABLATIONS, *_OTHER_MODES)))
 
 # A-MEM (arXiv 2502.12110) as a management mode: notes, links, evolution;
 # retrieval is the top k = 10 notes plus the notes linked to them.
 _AMEM = (
-    NemoriSystem("amem", "A-MEM: one note per raw message (keywords, context, tags), linked and evolved; top 10 notes plus their links", profile=Profile(memory="amem")),
+    NemoriSystem("amem", "A-MEM: one note per raw message (keywords, context, tags), linked and evolved; top 10 notes plus their links", profile=Profile(memory=modes.AMEM.name)),
     NemoriSystem(
         "nemori+amem",
         "Nemori's episodes, with its distilled facts stored as A-MEM notes instead of consolidated facts; k=10 episodes, r=2, 10 notes plus links",
-        profile=replace(DEFAULT, memory="nemori+amem"),
+        profile=replace(DEFAULT, memory=modes.NEMORI_AMEM.name),
     ),
     NemoriSystem(
         "nemori+amem-notes",
         "A-MEM fed Nemori's distilled facts, answered from its notes alone (the Nemori paper's storage comparison)",
-        profile=replace(DEFAULT, memory="nemori+amem"),
+        profile=replace(DEFAULT, memory=modes.NEMORI_AMEM.name),
         options=replace(PAPER_SEARCH, k=0, raw_for_top=0),
+        notes_only=True,
     ),
 )
 for _system in _AMEM:

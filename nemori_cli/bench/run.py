@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from nemori_cli.bench.results import ResultLog
 from nemori_cli.bench.systems import Reply, Shared, System
@@ -70,46 +71,30 @@ def judge_missing(log: ResultLog, benchmark: str, judge: Judge, on_done: Callabl
     return count
 
 
-class Progress:
-    """A rich bar with ETA on stderr, or nothing."""
-
-    def __init__(self, enabled: bool):
-        self.bar = None
-        if enabled:
-            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-            from rich.progress import Progress as RichProgress
-
-            from nemori_cli.cli.render import console
-
-            self.bar = RichProgress(
-                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                TextColumn("eta"), TimeRemainingColumn(), console=console(stderr=True),
-            )
-            self.bar.start()
-            self.overall = self.bar.add_task("all questions", total=0)
-            self.task = self.bar.add_task("", total=None)
+class RunProgress(Protocol):
+    """What a run reports as it goes; the interface draws it (cli/progress.py), the bench never does."""
 
     def set_total(self, questions: int) -> None:
-        if self.bar:
-            self.bar.update(self.overall, total=questions)
+        """The questions the whole run will answer (over every unit and system)."""
 
     def step(self, description: str, total: int | None) -> Callable[[int, int], None] | None:
-        if not self.bar:
-            return None
-        self.bar.reset(self.task, description=description, total=total, completed=0)
-
-        def update(done: int, of: int) -> None:
-            self.bar.update(self.task, completed=done, total=of)
-
-        return update
+        """A new step (a memory built, a system's questions); returns its (done, of) callback, or None."""
 
     def question_done(self) -> None:
-        if self.bar:
-            self.bar.advance(self.overall)
+        """One more question answered (or found already answered)."""
 
-    def close(self) -> None:
-        if self.bar:
-            self.bar.stop()
+
+class Silent:
+    """Progress that reports nothing (--quiet, or no terminal)."""
+
+    def set_total(self, questions: int) -> None:
+        pass
+
+    def step(self, description: str, total: int | None) -> Callable[[int, int], None] | None:
+        return None
+
+    def question_done(self) -> None:
+        pass
 
 
 def _safe(name: str) -> str:
@@ -131,7 +116,7 @@ def _storage_record(storage) -> dict:
 
 
 class BenchRunner:
-    def __init__(self, benchmark: str, log: ResultLog, shared: Shared, systems: list[System], scorer: Scorer, judge: Judge | None, progress: Progress):
+    def __init__(self, benchmark: str, log: ResultLog, shared: Shared, systems: list[System], scorer: Scorer, judge: Judge | None, progress: RunProgress):
         self.benchmark, self.log, self.shared = benchmark, log, shared
         self.systems, self.scorer, self.judge, self.progress = systems, scorer, judge, progress
 

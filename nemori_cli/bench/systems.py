@@ -2,7 +2,8 @@
 
 Every system shares the run's embedder, answer model and answer path
 (retrieval/answer.answer_hits, the code `nemori ask` runs), so the only
-thing that differs between two rows of a report is the memory and its context. A system is registered by name; systems whose
+thing that differs between two rows of a report is the memory and its context. A system is registered by name
+(bench/catalog.py); systems whose
 ``build_key`` is equal share one built memory per conversation (an ablation
 that changes only retrieval, such as answering without episodes, costs no
 second ingest).
@@ -15,9 +16,8 @@ from dataclasses import dataclass, field
 
 from nemori_cli.domain import Answer, IncomingMessage
 from nemori_cli.embed.base import Embedder
-from nemori_cli.errors import ConfigError
 from nemori_cli.llm.base import StructuredLLM
-from nemori_cli.pipeline.semantic import SemanticSettings
+from nemori_cli.memory.semantic import SemanticSettings
 from nemori_cli.retrieval.answer import ANSWER_TOKENS
 from nemori_cli.store.db import Database
 
@@ -111,54 +111,21 @@ class AnsweredBy(System):
         return self.inner.storage(db, user, shared)
 
 
-# -- the registry -----------------------------------------------------------
-_REGISTRY: dict[str, System] = {}
-# Names that stand for several systems.
-_GROUPS: dict[str, tuple[str, ...]] = {}
+class Listing:
+    """The systems and groups one module offers, in the order it offers them.
 
+    A module of systems fills its own listing; bench/catalog.py imports the
+    modules and registers what they list by name (a system module never
+    imports the catalog).
+    """
 
-def register(system: System) -> System:
-    if system.name in _REGISTRY:
-        raise ValueError(f"system {system.name!r} registered twice")
-    _REGISTRY[system.name] = system
-    return system
+    def __init__(self) -> None:
+        self.systems: list[System] = []
+        self.groups: dict[str, tuple[str, ...]] = {}  # names that stand for several systems
 
+    def register(self, system: System) -> System:
+        self.systems.append(system)
+        return system
 
-def register_group(name: str, members: tuple[str, ...]) -> None:
-    _GROUPS[name] = members
-
-
-def _load() -> None:
-    # Importing the modules registers their systems (a new memory mode adds itself the same way).
-    from nemori_cli.bench import nemori_systems  # noqa: F401  (first: listed first)
-    from nemori_cli.bench import baselines  # noqa: F401
-
-
-def available() -> dict[str, System]:
-    _load()
-    return dict(_REGISTRY)
-
-
-def groups() -> dict[str, tuple[str, ...]]:
-    _load()
-    return dict(_GROUPS)
-
-
-def resolve(names: str) -> list[System]:
-    """'nemori,rag' -> the systems, groups expanded, order kept, each once; unknown names refused."""
-    systems = available()
-    chosen: list[str] = []
-    for raw in names.split(","):
-        name = raw.strip()
-        if not name:
-            continue
-        members = _GROUPS.get(name, (name,))
-        for member in members:
-            if member not in systems:
-                known = ", ".join([*systems, *_GROUPS])
-                raise ConfigError(f"--systems: unknown system {name!r}; known: {known}")
-            if member not in chosen:
-                chosen.append(member)
-    if not chosen:
-        raise ConfigError("--systems: no system named")
-    return [systems[n] for n in chosen]
+    def register_group(self, name: str, members: tuple[str, ...]) -> None:
+        self.groups[name] = members

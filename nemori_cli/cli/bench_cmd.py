@@ -94,20 +94,20 @@ def _setup(
     model is loaded or anything is written.
     """
     from nemori_cli import deps
-    from nemori_cli.bench import systems as registry
+    from nemori_cli.bench import catalog
     from nemori_cli.bench.results import check_resumable
-    from nemori_cli.bench.systems import Shared
+    from nemori_cli.bench.systems import AnsweredBy, Shared
     from nemori_cli.config import load_presets, resolve_embedder
 
     if not file.is_file():
         raise InputError(f"{file}: no such file")
-    chosen = registry.resolve(systems_arg)
+    chosen = catalog.resolve(systems_arg)
     llm_preset = deps.llm_preset(settings)
     answer_settings = replace(settings, answer_model=answer_model or settings.answer_model)
     answer_preset = deps.answer_preset(answer_settings)
     separate = answer_preset.name != llm_preset.name
     if separate:  # each system answered by the other model is a row of its own, beside the same memory
-        chosen = [registry.AnsweredBy(s, answer_preset.name) for s in chosen]
+        chosen = [AnsweredBy(s, answer_preset.name) for s in chosen]
     judge_settings = replace(settings, model=judge_model) if judge_model else None
     judge_preset = deps.llm_preset(judge_settings) if judge_settings else None
     emb_preset = resolve_embedder(load_presets(), settings.embedder)
@@ -121,7 +121,7 @@ def _setup(
         "scope": scope,
         "scope_key": scope_key,
         "systems": [s.name for s in chosen],
-        "system_descriptions": {n: s.description for n, s in registry.available().items()},
+        "system_descriptions": {n: s.description for n, s in catalog.available().items()},
         "versions": _versions(),
         "commit": _commit(),
     }
@@ -175,10 +175,11 @@ def _interrupted(out: Path):
 
 def _run(benchmark, out, shared, judge, chosen, config, units, scorer, progress, json_out):
     from nemori_cli.bench.results import ResultLog
-    from nemori_cli.bench.run import BenchRunner, Progress
+    from nemori_cli.bench.run import BenchRunner
+    from nemori_cli.cli.progress import BenchBar
 
     log = ResultLog(out, config, identity_keys=IDENTITY)
-    bar = Progress(progress)
+    bar = BenchBar(progress)
     try:
         BenchRunner(benchmark, log, shared, chosen, scorer, judge, bar).run(units)
     except KeyboardInterrupt:
@@ -288,8 +289,9 @@ def judge_cmd(
 ) -> None:
     """Grade a finished run's answers with an LLM judge (resumable), then rebuild its report with the labels."""
     from nemori_cli import deps
-    from nemori_cli.bench.run import Progress, judge_missing
+    from nemori_cli.bench.run import judge_missing
     from nemori_cli.cli.ingest import _want_progress
+    from nemori_cli.cli.progress import BenchBar
 
     log = _folder(folder)
     benchmark = log.config["benchmark"]
@@ -297,7 +299,7 @@ def judge_cmd(
     settings = opt.settings(None, None, judge_model, None)
     preset = deps.llm_preset(settings)
     judge = judge_with(deps.build_llm(settings), preset.name)
-    bar = Progress(_want_progress(progress))
+    bar = BenchBar(_want_progress(progress))
     bar.set_total(len(log.of_kind("answer")))
     try:
         judge_missing(log, benchmark, judge, bar.question_done)
@@ -313,9 +315,9 @@ def judge_cmd(
 @bench_app.command("systems")
 def systems_cmd(json_out: opt.Json = False) -> None:
     """List the systems and groups `--systems` accepts."""
-    from nemori_cli.bench import systems as registry
+    from nemori_cli.bench import catalog
 
-    found, groups = registry.available(), registry.groups()
+    found, groups = catalog.available(), catalog.groups()
     if json_out:
         print_json({"systems": {n: s.description for n, s in found.items()}, "groups": groups})
         return

@@ -15,13 +15,11 @@ from pathlib import Path
 
 from nemori_cli.cli.render import console, print_json
 from nemori_cli.config import Settings, load_presets, resolve_embedder, resolve_llm
-from nemori_cli.domain import IncomingMessage
+from nemori_cli.domain import Backlog, IncomingMessage
 from nemori_cli.estimate import Estimate, estimate
 from nemori_cli.memory.profile import Profile
 from nemori_cli.store import messages as message_sql
 from nemori_cli.store.db import Database
-
-_KEYS_PER_QUERY = 500  # well under SQLite's limit on bound parameters
 
 _RATES_SOURCE = {
     "this database": "measured from this database's earlier ingests with this model",
@@ -38,16 +36,6 @@ def _open(path: Path) -> Database | None:
     from nemori_cli.store.readonly import ReadOnlyDatabase
 
     return ReadOnlyDatabase(path)
-
-
-def _stored_keys(db: Database, user: str, keys: list[str]) -> set[str]:
-    found: set[str] = set()
-    for i in range(0, len(keys), _KEYS_PER_QUERY):
-        chunk = keys[i : i + _KEYS_PER_QUERY]
-        marks = ",".join("?" * len(chunk))
-        rows = db.query(f"SELECT msg_key FROM messages WHERE user_id = ? AND msg_key IN ({marks})", (user, *chunk))
-        found.update(r["msg_key"] for r in rows)
-    return found
 
 
 def plan(
@@ -83,19 +71,9 @@ def plan(
         first: dict[str, int] = {}
         for msg, key in zip(incoming, message_sql.keys_for(incoming, namespace)):
             first.setdefault(key, len(msg.content))
-        stored = _stored_keys(db, settings.user, list(first)) if db is not None else set()
+        stored = message_sql.stored_keys(db, settings.user, list(first)) if db is not None else set()
         new = {k: chars for k, chars in first.items() if k not in stored}
-        # Pending: not in an episode yet; with --memory amem, without a note yet.
-        waiting = "NOT EXISTS (SELECT 1 FROM notes n WHERE n.message_id = m.id)" if profile.memory == "amem" else "m.episode_id IS NULL"
-        pending = (
-            db.one(
-                "SELECT count(*) AS n, coalesce(sum(length(m.content)), 0) AS chars"
-                f" FROM messages m WHERE m.user_id = ? AND {waiting}",
-                (settings.user,),
-            )
-            if db is not None
-            else {"n": 0, "chars": 0}
-        )
+        pending = profile.mode.backlog(db, settings.user) if db is not None else Backlog(0, 0)
         model_id = rates.model_id(llm)
         found = rates.best(db, settings.user, model_id, llm.name, cache_dir=settings.cache_dir)
     finally:
@@ -103,8 +81,8 @@ def plan(
             db.close()
 
     est = estimate(
-        len(new) + int(pending["n"]),
-        sum(new.values()) + int(pending["chars"]),
+        len(new) + pending.messages,
+        sum(new.values()) + pending.characters,
         window=window,
         profile=profile,
         rates=found,
@@ -119,7 +97,7 @@ def plan(
         "read": len(incoming),
         "new": len(new),
         "already_stored": len(stored),
-        "pending": int(pending["n"]),
+        "pending": pending.messages,
         **_estimate_json(est),
     }
     if max_tokens is not None:

@@ -58,6 +58,20 @@ def _run(db: str | None, user: str | None, what: str, *args, vacuum: bool = Fals
     return settings, counts
 
 
+_LETTER = {"episode": "E", "fact": "F", "note": "N"}  # as `inspect` names them: E3, F2, N7
+
+
+def _forget(db: str | None, user: str | None, json_out: bool, what: str, item_id: int | None = None) -> None:
+    """Forget one item (`forget episode 3`), or the whole user when no id is given; report as JSON or one line."""
+    whole_user = item_id is None
+    settings, counts = _run(db, user, what, *(() if whole_user else (item_id,)), vacuum=whole_user)
+    if json_out:
+        print_json({"user": settings.user, **({} if whole_user else {what: item_id}), "counts": counts})
+        return
+    target = f"user {settings.user}" if whole_user else f"{_LETTER[what]}{item_id} of user {settings.user}"
+    _say(f"forgot {target}: {_summary(counts)}")
+
+
 @forget_app.callback()
 def forget_cmd(
     ctx: typer.Context,
@@ -80,11 +94,7 @@ def forget_cmd(
         raise ConfigError(f"refusing to forget user {user} without --yes")
     if not yes:
         _confirm(db, user)
-    settings, counts = _run(db, user, "user", vacuum=True)
-    if json_out:
-        print_json({"user": settings.user, "counts": counts})
-        return
-    _say(f"forgot user {settings.user}: {_summary(counts)}")
+    _forget(db, user, json_out, "user")
 
 
 def _interactive() -> bool:
@@ -121,12 +131,7 @@ def episode_cmd(
     json_out: opt.Json = False,
 ) -> None:
     """An episode with its merged parts, its messages, the facts only it gave, and later summaries."""
-    db, user, json_out = _inherited(ctx, db, user, json_out)
-    settings, counts = _run(db, user, "episode", episode_id)
-    if json_out:
-        print_json({"user": settings.user, "episode": episode_id, "counts": counts})
-        return
-    _say(f"forgot E{episode_id} of user {settings.user}: {_summary(counts)}")
+    _forget(*_inherited(ctx, db, user, json_out), "episode", episode_id)
 
 
 @forget_app.command("fact")
@@ -138,12 +143,7 @@ def fact_cmd(
     json_out: opt.Json = False,
 ) -> None:
     """A fact and every fact it superseded."""
-    db, user, json_out = _inherited(ctx, db, user, json_out)
-    settings, counts = _run(db, user, "fact", fact_id)
-    if json_out:
-        print_json({"user": settings.user, "fact": fact_id, "counts": counts})
-        return
-    _say(f"forgot F{fact_id} of user {settings.user}: {_summary(counts)}")
+    _forget(*_inherited(ctx, db, user, json_out), "fact", fact_id)
 
 
 @forget_app.command("note")
@@ -155,9 +155,4 @@ def note_cmd(
     json_out: opt.Json = False,
 ) -> None:
     """An A-MEM note, its links both ways, its history, the message it was made from; what it evolved is undone."""
-    db, user, json_out = _inherited(ctx, db, user, json_out)
-    settings, counts = _run(db, user, "note", note_id)
-    if json_out:
-        print_json({"user": settings.user, "note": note_id, "counts": counts})
-        return
-    _say(f"forgot N{note_id} of user {settings.user}: {_summary(counts)}")
+    _forget(*_inherited(ctx, db, user, json_out), "note", note_id)

@@ -20,7 +20,7 @@ class InputFormat(str, Enum):
     locomo = "locomo"
 
 
-class MemoryMode(str, Enum):
+class MemoryFlag(str, Enum):  # memory/modes.NAMES; kept here so --help needs no heavy import (a test keeps them equal)
     native = "native"
     summary = "summary"
     naive_rag = "naive-rag"
@@ -41,7 +41,7 @@ class IndexOn(str, Enum):
 # Method flags: given on the first ingest, recorded in the database, inherited
 # by every later run. A later flag that disagrees is refused (never mixed).
 Memory = Annotated[
-    Optional[MemoryMode],
+    Optional[MemoryFlag],
     typer.Option("--memory", help="native (facts, consolidated), summary (one running summary), naive-rag (facts appended), amem (A-MEM notes, one per message) or nemori+amem (Nemori's facts as A-MEM notes).", show_default=False),
 ]
 Distill = Annotated[
@@ -144,41 +144,19 @@ def _only_sessions(messages, sessions: str | None, name: str):
 
 @contextmanager
 def _progress(enabled: bool, label: str):
-    """A rich progress bar with ETA on stderr, or a no-op callback."""
-    if not enabled:
-        yield None
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    """A rich progress bar with ETA on stderr (cli/progress.py), or a no-op callback."""
+    from nemori_cli.cli.progress import progress_bar
 
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("eta"),
-        TimeRemainingColumn(),
-        console=console(stderr=True),
-        transient=False,
-    ) as bar:
-        task = bar.add_task(label, total=None)
-
-        def update(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-
+    with progress_bar(enabled, label) as update:
         yield update
 
 
 def _process(pipeline, *, flush: bool, show_progress: bool, user: str, max_tokens: int | None = None):
-    from nemori_cli.store import messages as message_sql
-
     try:
         with _progress(show_progress, "episodes") as update:
             return pipeline.process(flush=flush, progress=update, max_tokens=max_tokens)
     except KeyboardInterrupt:
-        from nemori_cli.store import notes as note_sql
-
-        amem_mode = pipeline.profile.memory == "amem"  # there, a message waits for its note
-        left = note_sql.count_unnoted(pipeline.db, user) if amem_mode else message_sql.count_pending(pipeline.db, user)
+        left = pipeline.mode.backlog(pipeline.db, user).messages
         sys.stderr.write(
             f"nemori: interrupted; {left} messages are pending and nothing is lost: "
             "run `nemori flush` or the same ingest again to resume\n"
@@ -238,7 +216,7 @@ def ingest(
     pipeline = Pipeline(
         store, settings.user, llm, emb, window=window, profile=profile, semantic=deps.semantic_settings(settings), notes=_amem_settings(neighbours)
     )
-    added = pipeline.store(incoming, namespace)
+    added = pipeline.add_messages(incoming, namespace)
     report = _process(pipeline, flush=flush, show_progress=_want_progress(progress), user=settings.user, max_tokens=max_tokens)
     report.read, report.added = len(incoming), added
     _print_report(report, source, json_out, max_tokens)
@@ -258,17 +236,14 @@ def flush_cmd(
     """Turn every pending message into episodes now (also resumes an interrupted ingest), with the database's recorded method."""
     from nemori_cli import deps
     from nemori_cli.pipeline.runner import Pipeline
-    from nemori_cli.store import messages as message_sql
 
     _check_budget(max_tokens)
     settings = opt.settings(db, user, model, embedder)
     store = deps.open_db(settings, create=False)
     from nemori_cli.memory.profile import resolve
-    from nemori_cli.store import notes as note_sql
 
     profile = resolve(store, {})
-    waiting = note_sql.count_unnoted if profile.memory == "amem" else message_sql.count_pending
-    if waiting(store, settings.user) == 0:
+    if profile.mode.backlog(store, settings.user).messages == 0:
         from nemori_cli.pipeline.runner import IngestReport
 
         _print_report(IngestReport(), None, json_out)

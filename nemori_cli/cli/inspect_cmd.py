@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from collections.abc import Callable
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -21,6 +22,34 @@ def _open(db: str | None, user: str | None):
 
     settings = opt.settings(db, user)
     return settings, deps.open_db(settings, create=False)
+
+
+def _show(
+    kind: str,
+    item_id: int,
+    db: str | None,
+    user: str | None,
+    json_out: bool,
+    *,
+    load: Callable[[Any, str, int], tuple[Any, Any] | None],
+    as_json: Callable[[Any, Any], dict],
+    as_text: Callable[[Any, Any, Any], None],
+) -> None:
+    """One stored item by id (`inspect episode 3`), as JSON or as text.
+
+    The per-kind pieces: load(store, user, id) gives (item, what it is shown
+    with), or None when the user has no such item; as_json(item, related) is
+    the JSON object; as_text(console, item, related) prints it.
+    """
+    settings, store = _open(db, user)
+    found = load(store, settings.user, item_id)
+    if found is None:
+        raise StoreError(f"no {kind} {item_id} for user {settings.user}")
+    item, related = found
+    if json_out:
+        print_json(as_json(item, related))
+        return
+    as_text(console(), item, related)
 
 
 @inspect_app.command("episodes")
@@ -54,17 +83,22 @@ def episode_cmd(
     json_out: opt.Json = False,
 ) -> None:
     """One episode: its narrative and its raw messages with their ids."""
+    _show("episode", episode_id, db, user, json_out, load=_load_episode, as_json=_episode_as_json, as_text=_episode_as_text)
+
+
+def _load_episode(store, user: str, episode_id: int):
+    """The episode and the parts merged into it."""
     from nemori_cli.store import episodes as episode_sql
 
-    settings, store = _open(db, user)
-    e = episode_sql.get(store, settings.user, episode_id)
-    if e is None:
-        raise StoreError(f"no episode {episode_id} for user {settings.user}")
-    parts = episode_sql.parts(store, settings.user, e.id)
-    if json_out:
-        print_json({**episode_json(e), "merged_from": [episode_json(p, with_messages=False) for p in parts]})
-        return
-    out = console()
+    e = episode_sql.get(store, user, episode_id)
+    return None if e is None else (e, episode_sql.parts(store, user, e.id))
+
+
+def _episode_as_json(e, parts) -> dict:
+    return {**episode_json(e), "merged_from": [episode_json(p, with_messages=False) for p in parts]}
+
+
+def _episode_as_text(out, e, parts) -> None:
     out.print(f"[bold]E{e.id}: {esc(e.title)}[/bold]  ({e.start:%Y-%m-%d %H:%M} – {e.end:%Y-%m-%d %H:%M}, boundary: {e.boundary})")
     if e.superseded_by:
         out.print(f"[yellow]superseded: {esc(e.superseded_reason)}[/yellow] (its messages now belong to E{e.superseded_by})")
@@ -108,25 +142,32 @@ def fact_cmd(
     json_out: opt.Json = False,
 ) -> None:
     """One fact: its text, status and source episodes."""
+    _show("fact", fact_id, db, user, json_out, load=_load_fact, as_json=_fact_as_json, as_text=_fact_as_text)
+
+
+def _load_fact(store, user: str, fact_id: int):
+    """The fact, its source episodes, and the facts it replaced."""
     from nemori_cli.store import episodes as episode_sql
     from nemori_cli.store import facts as fact_sql
 
-    settings, store = _open(db, user)
-    f = fact_sql.get(store, settings.user, fact_id)
+    f = fact_sql.get(store, user, fact_id)
     if f is None:
-        raise StoreError(f"no fact {fact_id} for user {settings.user}")
-    sources = episode_sql.by_ids(store, settings.user, list(f.source_episode_ids))
-    replaced = fact_sql.replaced(store, settings.user, f.id)
-    if json_out:
-        print_json(
-            {
-                **fact_json(f),
-                "sources": [episode_json(e, with_messages=False) for e in sources.values()],
-                "replaced": [fact_json(r) for r in replaced],
-            }
-        )
-        return
-    out = console()
+        return None
+    sources = episode_sql.by_ids(store, user, list(f.source_episode_ids))
+    return f, (sources, fact_sql.replaced(store, user, f.id))
+
+
+def _fact_as_json(f, related) -> dict:
+    sources, replaced = related
+    return {
+        **fact_json(f),
+        "sources": [episode_json(e, with_messages=False) for e in sources.values()],
+        "replaced": [fact_json(r) for r in replaced],
+    }
+
+
+def _fact_as_text(out, f, related) -> None:
+    sources, replaced = related
     out.print(f"[bold]F{f.id}[/bold] ({f.status}, {f.origin}, created {f.created_at}): {esc(f.text)}", soft_wrap=True)
     if f.superseded_by:
         out.print(f"[yellow]superseded on {f.superseded_at}: {esc(f.superseded_reason)}[/yellow]", soft_wrap=True)
@@ -167,25 +208,32 @@ def note_cmd(
     json_out: opt.Json = False,
 ) -> None:
     """One A-MEM note: its attributes, links, and evolution history (what changed, caused by which new note)."""
+    _show("note", note_id, db, user, json_out, load=_load_note, as_json=_note_as_json, as_text=_note_as_text)
+
+
+def _load_note(store, user: str, note_id: int):
+    """The note, the notes it links to, its own history, and the changes its arrival made."""
     from nemori_cli.store import notes as note_sql
 
-    settings, store = _open(db, user)
-    n = note_sql.get(store, settings.user, note_id)
+    n = note_sql.get(store, user, note_id)
     if n is None:
-        raise StoreError(f"no note {note_id} for user {settings.user}")
-    linked = note_sql.by_ids(store, settings.user, list(n.links))
-    history, caused = note_sql.history(store, n.id), note_sql.caused_by(store, n.id)
-    if json_out:
-        print_json(
-            {
-                **note_json(n),
-                "linked": [note_json(linked[i]) for i in n.links if i in linked],
-                "history": [change_json(c) for c in history],
-                "evolved": [change_json(c) for c in caused],
-            }
-        )
-        return
-    out = console()
+        return None
+    linked = note_sql.by_ids(store, user, list(n.links))
+    return n, (linked, note_sql.history(store, n.id), note_sql.caused_by(store, n.id))
+
+
+def _note_as_json(n, related) -> dict:
+    linked, history, caused = related
+    return {
+        **note_json(n),
+        "linked": [note_json(linked[i]) for i in n.links if i in linked],
+        "history": [change_json(c) for c in history],
+        "evolved": [change_json(c) for c in caused],
+    }
+
+
+def _note_as_text(out, n, related) -> None:
+    linked, history, caused = related
     source = f"message {n.message_id}" if n.message_id else f"a fact of E{n.episode_id}" if n.episode_id else "?"
     out.print(f"[bold]N{n.id}[/bold] ({n.timestamp:%Y-%m-%d %H:%M}, from {source}, attributes by {n.origin}): {esc(n.content)}", soft_wrap=True)
     out.print(f"  context: {esc(n.context)}", soft_wrap=True)
@@ -207,8 +255,10 @@ def summary_cmd(
     json_out: opt.Json = False,
 ) -> None:
     """The running summary (memory mode `summary`)."""
+    from nemori_cli.store import summaries as summary_sql
+
     settings, store = _open(db, user)
-    rows = store.query("SELECT id, text, episode_id, created_at FROM summaries WHERE user_id = ? ORDER BY id", (settings.user,))
+    rows = summary_sql.history(store, settings.user)
     rows = rows if history else rows[-1:]
     if json_out:
         print_json({"user": settings.user, "summaries": rows})
@@ -253,28 +303,13 @@ def _profile_text(store) -> str | None:
 
 def stats_cmd(db: opt.Db = None, user: opt.User = None, json_out: opt.Json = False) -> None:
     """Counts, and per pipeline stage: LLM calls, tokens, seconds, repairs and fallbacks."""
-    from nemori_cli.store import telemetry
+    from nemori_cli.memory.profile import mode_of
+    from nemori_cli.store import stats, telemetry
 
     settings, store = _open(db, user)
     u = settings.user
-
-    def n(sql: str) -> int:
-        row = store.one(sql, (u,))
-        return int(row["n"]) if row else 0
-
-    counts = {
-        "messages": n("SELECT count(*) AS n FROM messages WHERE user_id = ?"),
-        "pending": n("SELECT count(*) AS n FROM messages WHERE user_id = ? AND episode_id IS NULL"),
-        "episodes": n("SELECT count(*) AS n FROM episodes WHERE user_id = ? AND status = 'active'"),
-        "facts": n("SELECT count(*) AS n FROM facts WHERE user_id = ? AND status = 'active'"),
-        "merged_episodes": n("SELECT count(*) AS n FROM episodes WHERE user_id = ? AND status = 'superseded'"),
-        "superseded_facts": n("SELECT count(*) AS n FROM facts WHERE user_id = ? AND status = 'superseded'"),
-        "notes": n("SELECT count(*) AS n FROM notes WHERE user_id = ?"),
-        "note_links": n("SELECT count(*) / 2 AS n FROM note_links WHERE note_id IN (SELECT id FROM notes WHERE user_id = ?)"),
-        "evolved_notes": n("SELECT count(DISTINCT note_id) AS n FROM note_evolutions WHERE note_id IN (SELECT id FROM notes WHERE user_id = ?)"),
-    }
-    if _profile_text(store) == "--memory amem":  # messages wait for a note, not an episode
-        counts["pending"] = n("SELECT count(*) AS n FROM messages m WHERE m.user_id = ? AND NOT EXISTS (SELECT 1 FROM notes x WHERE x.message_id = m.id)")
+    mode = mode_of(store)  # what is pending depends on how the memory is built
+    counts = stats.counts(store, u, pending=lambda d, user: mode.backlog(d, user).messages)
     stages = telemetry.stage_stats(store, u)
     info = {
         "db": str(settings.db_path),

@@ -7,7 +7,6 @@ one run, so a failure here never stops the checks after it.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -140,12 +139,12 @@ def _already_verified(preset: LLMPreset, cache_dir: Path) -> bool:
 
 def endpoint(preset: LLMPreset) -> Check:
     """GET {base}/models with a short timeout; a dead endpoint is a line, not a traceback."""
-    from nemori_cli.config import api_key_from_env
+    from nemori_cli.config import api_key_from_env, api_key_is_set
     from nemori_cli.llm.openai_compat import OpenAICompatBackend
 
     url = (preset.base_url or "").rstrip("/")
     local = "127.0.0.1" in url or "localhost" in url
-    if preset.api_key_env and preset.api_key_env not in os.environ and not local:
+    if preset.api_key_env and not api_key_is_set(preset.api_key_env) and not local:
         return Check("endpoint", False, f"{url}: ${preset.api_key_env} is not set", f"export {preset.api_key_env}=... (the key is never written to disk)")
     probe = OpenAICompatBackend(
         name=preset.name, base_url=url, model=preset.model or "", api_key=api_key_from_env(preset.api_key_env), timeout=REACH_TIMEOUT_S

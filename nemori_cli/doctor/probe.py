@@ -124,7 +124,7 @@ class _Probe:
 
     def _distill(self, episodes) -> list[tuple[str, Any, int]]:
         """New facts per episode, with one known fact seeded so that prediction is asked."""
-        from nemori_cli.pipeline.semantic import SemanticSettings, distill_facts
+        from nemori_cli.memory.semantic import SemanticSettings, distill_facts
         from nemori_cli.store import facts as fact_sql
 
         first_id = episodes[0][0]
@@ -144,7 +144,7 @@ class _Probe:
 
     def _consolidate(self, facts) -> int:
         """The self-check first (always asked, so it is always measured), then each fact as ingest does."""
-        from nemori_cli.pipeline.consolidate import Consolidator, apply
+        from nemori_cli.memory.consolidate import Consolidator, apply
 
         consolidator = Consolidator(self.llm)
         consolidator.trusted()

@@ -6,18 +6,26 @@ import os
 
 import numpy as np
 
+from nemori_cli.config import env_defaults_to_set
 from nemori_cli.errors import ModelError
+
+# Set for the libraries imported below, before they are imported, unless the
+# user set them already (config.py does the reading; this module only writes).
+_LIBRARY_ENV = {
+    # Offline by construction: a missing file must fail here, not hang on a network call.
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    # A CLI's stderr is for errors: no weight-loading bars or hub chatter.
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    "TRANSFORMERS_VERBOSITY": "error",
+    "TOKENIZERS_PARALLELISM": "false",
+}
 
 
 class SentenceTransformerEmbedder:
     def __init__(self, path: str, *, model_name: str, batch_size: int = 32):
-        # Offline by construction: a missing file must fail here, not hang on a network call.
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        # A CLI's stderr is for errors: no weight-loading bars or hub chatter.
-        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        for name, value in env_defaults_to_set(_LIBRARY_ENV).items():
+            os.environ[name] = value  # a write, configuring the libraries below for this process (see _LIBRARY_ENV)
         try:
             from sentence_transformers import SentenceTransformer
             from transformers.utils import logging as hf_logging

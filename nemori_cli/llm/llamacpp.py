@@ -4,7 +4,8 @@ llama-cpp-python reuses the KV cache of the previous prompt's longest common
 prefix; PrefixStates extends that to the last few prompts, so the shared
 system message and a window's conversation are read once (see
 llm/prefix_states.py). NEMORI_PREFIX_CACHE=0 turns the snapshots off, for
-measuring what they save. One Llama object per process.
+measuring what they save (read by config.py, passed in as prefix_cache). One
+Llama object per process.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def default_threads() -> int:
 
 
 class LlamaCppBackend:
-    def __init__(self, path: Path, *, name: str, n_ctx: int = 4096, n_threads: int | None = None, seed: int = 42):
+    def __init__(self, path: Path, *, name: str, n_ctx: int = 4096, n_threads: int | None = None, seed: int = 42, prefix_cache: bool = True):
         try:
             from llama_cpp import Llama
         except ImportError as e:  # pragma: no cover - install problem
@@ -52,7 +53,7 @@ class LlamaCppBackend:
         except (ValueError, RuntimeError) as e:
             raise ModelError(f"model {name}: llama.cpp cannot load {path} ({e})") from None
         self.states = PrefixStates(self.llama)
-        self.states.enabled &= os.environ.get("NEMORI_PREFIX_CACHE", "1") != "0"
+        self.states.enabled &= prefix_cache
 
     def _grammar(self, schema: dict) -> str:
         """GBNF text for a schema, converted once per process per schema."""

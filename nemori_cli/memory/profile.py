@@ -13,24 +13,19 @@ import json
 from dataclasses import asdict, dataclass, fields, replace
 
 from nemori_cli.errors import ConfigError
+from nemori_cli.memory import modes
+from nemori_cli.memory.mode import MemoryMode
 from nemori_cli.store.db import Database
 
 META_KEY = "profile"
 
-MEMORY_MODES = ("native", "summary", "naive-rag", "amem", "nemori+amem")
-NOTE_MODES = ("amem", "nemori+amem")  # A-MEM notes: from raw messages, or from Nemori's facts
 DISTILL_MODES = ("prediction", "direct")
 INDEX_MODES = ("narrative", "messages")
 
 
 @dataclass(frozen=True)
 class Profile:
-    # native: facts by prediction error, consolidated (new / merge / conflict);
-    # naive-rag: the same facts appended with no consolidation;
-    # summary: one running summary instead of facts;
-    # amem: A-MEM notes from raw messages (one per message), no episodes;
-    # nemori+amem: Nemori's episodes, its facts stored as A-MEM notes.
-    memory: str = "native"
+    memory: str = "native"  # the memory mode's name (memory/modes.py); `.mode` is the mode itself
     # prediction: keep what the prediction missed (Nemori); direct: extract
     # facts from the raw episode with no prediction ("Nemori-s").
     distill: str = "prediction"
@@ -38,33 +33,24 @@ class Profile:
     facts: bool = False  # set from memory/--no-facts in resolve(); stored explicitly
     index: str = "narrative"  # what episodes are embedded and full-text indexed on (N / P variants)
 
+    @property
+    def mode(self) -> MemoryMode:
+        """The memory mode this profile builds with (memory/modes.py)."""
+        return modes.of(self)
+
     def describe(self) -> str:
-        parts = [f"--memory {self.memory}"]
-        if self.memory == "amem":
-            return parts[0]  # one note per message: no episodes, so no other flag applies
-        if self.memory != "summary":
-            parts.append("--facts" if self.facts else "--no-facts")
-        if self.facts:
-            parts.append(f"--distill {self.distill}")
-        parts.append("--integrate" if self.integrate else "--no-integrate")
-        parts.append(f"--index {self.index}")
-        return " ".join(parts)
+        return " ".join(self.mode.flags(self))
 
 
 DEFAULT = Profile(facts=True)
 
 
 def _validate(p: Profile) -> Profile:
-    for value, allowed, flag in ((p.memory, MEMORY_MODES, "--memory"), (p.distill, DISTILL_MODES, "--distill"), (p.index, INDEX_MODES, "--index")):
+    mode = modes.named(p.memory)  # an unknown --memory is refused here
+    for value, allowed, flag in ((p.distill, DISTILL_MODES, "--distill"), (p.index, INDEX_MODES, "--index")):
         if value not in allowed:
             raise ConfigError(f"{flag} {value!r}: expected one of {', '.join(allowed)}")
-    if p.memory == "summary" and p.facts:
-        p = replace(p, facts=False)  # a running summary takes the place of facts
-    if p.memory == "amem":
-        p = replace(DEFAULT, memory="amem", facts=False)  # no episodes, so no episode flags
-    if p.memory == "nemori+amem" and not p.facts:
-        raise ConfigError("--memory nemori+amem stores Nemori's facts as notes; drop --no-facts")
-    return p
+    return mode.normalise(p)
 
 
 def stored(db: Database) -> Profile | None:
@@ -76,6 +62,11 @@ def stored(db: Database) -> Profile | None:
     return Profile(**{k: v for k, v in data.items() if k in known})
 
 
+def mode_of(db: Database) -> MemoryMode:
+    """The mode a database was built with; the default one before its first ingest."""
+    return (stored(db) or DEFAULT).mode
+
+
 def resolve(db: Database, requested: dict) -> Profile:
     """The profile to run with: the stored one, with explicit flags checked against it.
 
@@ -83,7 +74,7 @@ def resolve(db: Database, requested: dict) -> Profile:
     A database with no profile yet gets the defaults overridden by the flags.
     """
     given = {k: v for k, v in requested.items() if v is not None}
-    if given.get("memory") in ("summary", "amem"):
+    if "memory" in given and not modes.named(given["memory"]).distils_facts:
         if given.get("facts"):
             raise ConfigError(f"--memory {given['memory']} distils no facts; drop --facts")
         given["facts"] = False

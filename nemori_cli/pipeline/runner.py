@@ -22,20 +22,18 @@ from dataclasses import dataclass
 from nemori_cli.domain import IncomingMessage, to_epoch
 from nemori_cli.embed.base import Embedder, identity
 from nemori_cli.llm.base import StructuredLLM
-from nemori_cli.memory import amem
-from nemori_cli.memory.amem import AmemSettings, NoteSource
+from nemori_cli.memory.amem import AmemSettings
+from nemori_cli.memory.consolidate import ConsolidationSettings
+from nemori_cli.memory.mode import NewEpisode, Tools
 from nemori_cli.memory.profile import DEFAULT, Profile, record
-from nemori_cli.pipeline import consolidate, integrate, summary
-from nemori_cli.pipeline.consolidate import ConsolidationSettings
+from nemori_cli.memory.semantic import SemanticSettings
+from nemori_cli.pipeline import integrate
 from nemori_cli.pipeline.integrate import IntegrationSettings
 from nemori_cli.pipeline.narrate import narrate
 from nemori_cli.pipeline.partition import Group, PartitionSettings, partition
-from nemori_cli.pipeline.semantic import SemanticSettings, distill_facts
 from nemori_cli.store import episodes as episode_sql
-from nemori_cli.store import facts as fact_sql
 from nemori_cli.store import message_index
 from nemori_cli.store import messages as message_sql
-from nemori_cli.store import notes as note_sql
 from nemori_cli.store import telemetry
 from nemori_cli.store.db import Database
 from nemori_cli.store.episodes import EpisodeDraft
@@ -79,15 +77,15 @@ class Pipeline:
         self.db, self.user, self.llm, self.embedder = db, user, llm, embedder
         self.window = window
         self.profile = profile
+        self.mode = profile.mode
         self.partition_settings = partition_settings
-        self.semantic = SemanticSettings(semantic.evoke_k, semantic.threshold, direct=profile.distill == "direct")
         self.integration = integration
-        self.consolidator = consolidate.Consolidator(llm, consolidation)
         self.continuation_check = integrate.SelfCheck(llm)
-        self.notes = amem.Amem(llm, embedder, notes)
+        direct = SemanticSettings(semantic.evoke_k, semantic.threshold, direct=profile.distill == "direct")
+        self.work = self.mode.start(profile, Tools(db, user, llm, embedder, direct, consolidation, notes))
         self.tokens_used = 0  # this run's, counted as _episode drains the call log
 
-    def store(self, incoming: list[IncomingMessage], namespace: str = "") -> int:
+    def add_messages(self, incoming: list[IncomingMessage], namespace: str = "") -> int:
         """Store new messages (all or none), index them for search, and the profile; returns how many were new.
 
         Messages not indexed before (a database made before the message index
@@ -119,11 +117,11 @@ class Pipeline:
 
         with self.db.transaction():
             record(self.db, self.profile)  # a database made before profiles existed gets one now
-        if self.profile.memory == "amem":
-            self._notes_from_messages(report, over_budget, progress)
+        if not self.mode.makes_episodes:
+            self._one_by_one(report, over_budget, progress)
             report.seconds = time.perf_counter() - started
             return report
-        total = message_sql.count_pending(self.db, self.user)
+        total = self.mode.backlog(self.db, self.user).messages
         done = 0
         if progress:
             progress(0, total)
@@ -132,7 +130,7 @@ class Pipeline:
             full = len(window) >= self.window
             if not window or (not full and not flush) or over_budget():
                 break
-            more_after = message_sql.count_pending(self.db, self.user) > len(window)
+            more_after = self.mode.backlog(self.db, self.user).messages > len(window)
             groups = partition(window, self.llm, self.embedder, self.partition_settings)
             if len(groups) > 1 and (more_after or not flush):
                 groups = groups[:-1]  # carried into the next window
@@ -146,43 +144,42 @@ class Pipeline:
             report.windows += 1
             if report.stopped_by_budget:
                 break
-        report.pending = message_sql.count_pending(self.db, self.user)
+        report.pending = self.mode.backlog(self.db, self.user).messages
         report.tokens_used = self.tokens_used
         if report.windows:
             self.db.checkpoint()
         report.seconds = time.perf_counter() - started
         return report
 
-    # -- --memory amem: one note per message, one transaction each ------------
-    def _notes_from_messages(self, report: IngestReport, over_budget: Callable[[], bool], progress: Progress | None) -> None:
-        """Every message without a note gets one, oldest first; no lookahead is needed, so flush changes nothing."""
-        total = note_sql.count_unnoted(self.db, self.user)
+    # -- a mode without episodes (--memory amem): one message, one transaction --
+    def _one_by_one(self, report: IngestReport, over_budget: Callable[[], bool], progress: Progress | None) -> None:
+        """Every pending message gets its memory, oldest first; no lookahead is needed, so flush changes nothing."""
+        total = self.mode.backlog(self.db, self.user).messages
         done = 0
         if progress:
             progress(0, total)
         while not over_budget():
-            ids = note_sql.unnoted_messages(self.db, self.user, limit=50)
+            ids = self.mode.waiting(self.db, self.user, limit=50)
             if not ids:
                 break
             found = message_sql.by_ids(self.db, self.user, ids)
             for message in (found[i] for i in ids if i in found):
                 if over_budget():
                     break
-                source = NoteSource(amem.message_content(message.speaker, message.content, message.timestamp), message.timestamp, message_id=message.id)
-                plan = self.notes.plan(self.db, self.user, source)  # both model calls, before the write lock is taken
+                plan = self.work.plan_message(message)  # the model calls, before the write lock is taken
                 with self.db.transaction():
-                    if note_sql.has_note(self.db, message.id):
-                        continue  # another process made this note meanwhile
-                    self.notes.write(self.db, self.user, plan)
+                    made = self.work.write_message(plan)
+                    if made is None:
+                        continue  # another process did this one meanwhile
                     calls, events = self.llm.log.drain()
                     telemetry.write(self.db, self.user, calls, events)
                 self.tokens_used += sum(c.prompt_tokens + c.completion_tokens for c in calls)
-                report.notes += 1
+                report.notes += made.notes
                 done += 1
                 if progress:
                     progress(done, total)
             report.windows += 1
-        report.pending = note_sql.count_unnoted(self.db, self.user)
+        report.pending = self.mode.backlog(self.db, self.user).messages
         report.tokens_used = self.tokens_used
         if report.notes:
             self.db.checkpoint()
@@ -191,16 +188,15 @@ class Pipeline:
     def _episode(self, group: Group, report: IngestReport) -> None:
         draft = narrate(group, self.llm)  # the slowest call, made before any lock is taken
         with self.db.transaction():
-            if not _still_pending(self.db, self.user, [m.id for m in group.messages]):
+            if not message_sql.still_pending(self.db, self.user, [m.id for m in group.messages]):
                 return  # another process took these messages meanwhile; nothing to add
             vector = self._vector(draft, group.messages)
             episode_id, merged = self._integrate(draft, group, vector)
             report.episodes += 0 if merged else 1
             report.merged += int(merged)
-            if self.profile.memory == "summary":
-                summary.fold_in(self.db, self.user, self.llm, draft, episode_id)
-            elif self.profile.facts:
-                report.facts += self._facts(draft, group, vector, episode_id, report)
+            made = self.work.after_episode(NewEpisode(episode_id, draft, tuple(group.messages), vector))
+            report.facts += made.facts
+            report.notes += made.notes
             calls, events = self.llm.log.drain()
             telemetry.write(self.db, self.user, calls, events)
         # Counted once the transaction has committed: what a budget measures is work kept.
@@ -230,33 +226,3 @@ class Pipeline:
         episode_sql.supersede(self.db, self.user, [old.id], merged_id, f"continued by E{new_id}; both merged into E{merged_id}")
         episode_sql.supersede(self.db, self.user, [new_id], merged_id, f"continues E{old.id}; both merged into E{merged_id}")
         return merged_id, True
-
-    def _facts(self, draft: EpisodeDraft, group: Group, vector, episode_id: int, report: IngestReport) -> int:
-        """Distil this episode's new facts and store each, consolidated unless the mode says append."""
-        as_notes = self.profile.memory == "nemori+amem"
-        evoke = amem.evoke if as_notes else None  # what memory already knows lives in the notes then
-        texts = distill_facts(self.db, self.user, self.llm, draft.title, list(group.messages), vector, self.semantic, evoke=evoke)
-        if not texts:
-            return 0
-        if as_notes:
-            for text in texts:
-                self.notes.remember(self.db, self.user, NoteSource(text, draft.start, episode_id=episode_id))
-            report.notes += len(texts)
-            return len(texts)
-        vectors = self.embedder.embed_documents(texts)
-        for text, fact_vector in zip(texts, vectors):
-            if self.profile.memory == "naive-rag":
-                fact_sql.add(self.db, self.user, text, fact_vector, [episode_id])
-                continue
-            decision = self.consolidator.decide(self.db, self.user, text, fact_vector)
-            consolidate.apply(self.db, self.user, decision, fact_vector, episode_id)
-        return len(texts)
-
-
-def _still_pending(db: Database, user: str, ids: list[int]) -> bool:
-    marks = ",".join("?" * len(ids))
-    row = db.one(
-        f"SELECT count(*) AS n FROM messages WHERE user_id = ? AND episode_id IS NULL AND id IN ({marks})",
-        (user, *ids),
-    )
-    return bool(row) and row["n"] == len(ids)

@@ -14,6 +14,8 @@ from dataclasses import dataclass, replace
 
 from nemori_cli.domain import Hit
 from nemori_cli.embed.base import Embedder
+from nemori_cli.memory.mode import MemoryMode
+from nemori_cli.memory.profile import mode_of
 from nemori_cli.retrieval import budget
 from nemori_cli.store import episodes as episode_sql
 from nemori_cli.store import facts as fact_sql
@@ -82,9 +84,16 @@ def _ranked(
     return fuse([[i for i, _ in vector_hits], [i for i, _ in text_hits]], k, [1.0, options.text_weight]), dict(vector_hits)
 
 
-def search(db: Database, user: str, embedder: Embedder, query: str, options: SearchOptions = SearchOptions()) -> tuple[list[Hit], float]:
-    """Episode hits then fact hits, each best first, and the milliseconds taken (query embedding included)."""
+def search(
+    db: Database, user: str, embedder: Embedder, query: str, options: SearchOptions = SearchOptions(), mode: MemoryMode | None = None
+) -> tuple[list[Hit], float]:
+    """Episode hits, then what the memory mode keeps (facts, notes), then raw turns, each best first, and the milliseconds taken.
+
+    ``mode`` defaults to the one the database was built with; it says which
+    kinds exist to be searched and what is shown with every answer.
+    """
     started = time.perf_counter()
+    mode = mode or mode_of(db)
     query_vector = embedder.embed_query(query) if options.mode in ("hybrid", "vector") else None
     fused, similarity = (
         _ranked(db, user, query, query_vector, options, episode_sql.vector_search, episode_sql.text_search, options.k) if options.k else ([], {})
@@ -113,26 +122,20 @@ def search(db: Database, user: str, embedder: Embedder, query: str, options: Sea
                 messages=ep.messages,
             )
         )
-    if options.facts:
+    if options.facts and "fact" in mode.kinds:
         hits.extend(_fact_hits(db, user, query, query_vector, options))
-    if options.notes:
+    if options.notes and "note" in mode.kinds:
         hits.extend(_note_hits(db, user, query, query_vector, options))
-    if options.messages:
+    if options.messages and mode.makes_episodes:  # otherwise each note already is one raw message
         hits.extend(_message_hits(db, user, query, query_vector, options))
     if options.budget:
         hits = budget.select(hits, options.budget)
-    hits.extend(_summary_hit(db, user))
+    hits.extend(mode.always_shown(db, user))
     return hits, (time.perf_counter() - started) * 1000
 
 
 def _message_hits(db: Database, user: str, query: str, query_vector, options: SearchOptions) -> list[Hit]:
-    """Raw turns, searched like everything else; each brings its neighbouring turns.
-
-    None for an A-MEM memory of raw messages: each of its notes already is
-    one message, with its attributes and links (what that mode is measured on).
-    """
-    if note_sql.made_from_messages(db, user):
-        return []
+    """Raw turns, searched like everything else; each brings its neighbouring turns."""
     fused, similarity = _ranked(db, user, query, query_vector, options, message_index.vector_search, message_index.text_search, options.messages)
     found = message_sql.by_ids(db, user, [i for i, _, _ in fused])
     context = message_index.around(db, user, [found[i] for i, _, _ in fused if i in found], options.turns)
@@ -202,22 +205,6 @@ def _note_hit(note, score: float, vrank, trank, similarity) -> Hit:
         similarity=similarity,
         context=note.context,
     )
-
-
-def _summary_hit(db: Database, user: str) -> list[Hit]:
-    """The running summary (management mode `summary`), always part of what is retrieved."""
-    from nemori_cli.pipeline import summary
-
-    latest = summary.current(db, user)
-    if latest is None:
-        return []
-    version, text = latest
-    row = db.one("SELECT min(start_ts) AS a, max(end_ts) AS b FROM episodes WHERE user_id = ? AND status = 'active'", (user,))
-    if not row or row["a"] is None:
-        return []
-    from datetime import datetime
-
-    return [Hit(kind="summary", id=version, score=0.0, title="summary", text=text, start=datetime.fromisoformat(row["a"]), end=datetime.fromisoformat(row["b"]))]
 
 
 def _fact_hits(db: Database, user: str, query: str, query_vector, options: SearchOptions) -> list[Hit]:

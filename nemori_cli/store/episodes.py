@@ -154,3 +154,22 @@ def vector_search(db: Database, user: str, query: np.ndarray, k: int) -> list[tu
 def text_search(db: Database, user: str, query: str, k: int) -> list[tuple[int, float]]:
     """(episode id, BM25 score where higher is better), best first."""
     return index.text_search(db, index.EPISODE_TEXT, user, query, k)
+
+
+def chunk_texts(db: Database, user: str) -> list[str]:
+    """The narratives of this user's chunk episodes (boundary 'chunk': the RAG baselines' chunks)."""
+    return [r["narrative"] for r in db.query("SELECT narrative FROM episodes WHERE user_id = ? AND boundary = 'chunk'", (user,))]
+
+
+def active_texts(db: Database, user: str) -> list[str]:
+    """Every active episode as one text, its title and narrative ("title\\nnarrative")."""
+    rows = db.query("SELECT title, narrative FROM episodes WHERE user_id = ? AND status = 'active'", (user,))
+    return [f"{r['title']}\n{r['narrative']}" for r in rows]
+
+
+def active_span(db: Database, user: str) -> tuple[datetime, datetime] | None:
+    """(first start, last end) of this user's live episodes; None without any."""
+    row = db.one("SELECT min(start_ts) AS a, max(end_ts) AS b FROM episodes WHERE user_id = ? AND status = 'active'", (user,))
+    if not row or row["a"] is None:
+        return None
+    return datetime.fromisoformat(row["a"]), datetime.fromisoformat(row["b"])

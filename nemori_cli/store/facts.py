@@ -132,3 +132,8 @@ def evoke(db: Database, user: str, query: np.ndarray, *, k: int, threshold: floa
     hits = [(i, s) for i, s in vector_search(db, user, query, k) if s > threshold]
     found = by_ids(db, user, [i for i, _ in hits])
     return [found[i] for i, _ in hits if i in found]
+
+
+def active_texts(db: Database, user: str) -> list[str]:
+    """The text of every active fact."""
+    return [r["text"] for r in db.query("SELECT text FROM facts WHERE user_id = ? AND status = 'active'", (user,))]

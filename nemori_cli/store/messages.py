@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Iterable
 from datetime import datetime
 
-from nemori_cli.domain import IncomingMessage, Message, to_epoch
+from nemori_cli.domain import Backlog, IncomingMessage, Message, to_epoch
 from nemori_cli.store.db import Database, now_iso
 
 
@@ -76,9 +76,35 @@ def pending(db: Database, user: str, limit: int | None = None) -> list[Message]:
     return [row_to_message(r) for r in db.query(sql, params)]
 
 
+_KEYS_PER_QUERY = 500  # well under SQLite's limit on bound parameters
+
+
+def stored_keys(db: Database, user: str, keys: list[str]) -> set[str]:
+    """Which of these message keys (keys_for) this user already has."""
+    found: set[str] = set()
+    for i in range(0, len(keys), _KEYS_PER_QUERY):
+        chunk = keys[i : i + _KEYS_PER_QUERY]
+        marks = ",".join("?" * len(chunk))
+        rows = db.query(f"SELECT msg_key FROM messages WHERE user_id = ? AND msg_key IN ({marks})", (user, *chunk))
+        found.update(r["msg_key"] for r in rows)
+    return found
+
+
+def backlog(db: Database, user: str) -> Backlog:
+    """Messages no episode owns yet: how many, and their characters (what an episodic memory mode has left to do)."""
+    row = db.one("SELECT count(*) AS n, coalesce(sum(length(content)), 0) AS chars FROM messages WHERE user_id = ? AND episode_id IS NULL", (user,))
+    return Backlog(int(row["n"]), int(row["chars"])) if row else Backlog(0, 0)
+
+
 def count_pending(db: Database, user: str) -> int:
-    row = db.one("SELECT count(*) AS n FROM messages WHERE user_id = ? AND episode_id IS NULL", (user,))
-    return int(row["n"]) if row else 0
+    return backlog(db, user).messages
+
+
+def still_pending(db: Database, user: str, ids: list[int]) -> bool:
+    """Whether every one of these messages still has no episode (another process may have taken them)."""
+    marks = ",".join("?" * len(ids))
+    row = db.one(f"SELECT count(*) AS n FROM messages WHERE user_id = ? AND episode_id IS NULL AND id IN ({marks})", (user, *ids))
+    return bool(row) and row["n"] == len(ids)
 
 
 def all_messages(db: Database, user: str, *, pending_only: bool = False, limit: int | None = None) -> list[Message]:
@@ -117,3 +143,9 @@ def by_ids(db: Database, user: str, ids: list[int]) -> dict[int, Message]:
         return {}
     marks = ",".join("?" * len(ids))
     return {r["id"]: row_to_message(r) for r in db.query(f"SELECT {COLUMNS} FROM messages WHERE user_id = ? AND id IN ({marks})", (user, *ids))}
+
+
+def characters_in_episodes(db: Database, user: str) -> int:
+    """Characters of message content of this user's messages that belong to an episode."""
+    row = db.one("SELECT sum(length(content)) AS n FROM messages WHERE user_id = ? AND episode_id IS NOT NULL", (user,))
+    return int(row["n"] or 0) if row else 0

@@ -13,7 +13,7 @@ from datetime import datetime
 
 import numpy as np
 
-from nemori_cli.domain import Note, NoteChange, to_epoch
+from nemori_cli.domain import Backlog, Note, NoteChange, to_epoch
 from nemori_cli.store import index
 from nemori_cli.store.db import Database, now_iso
 
@@ -194,15 +194,25 @@ def unnoted_messages(db: Database, user: str, limit: int | None = None) -> list[
     return [r["id"] for r in rows]
 
 
-def made_from_messages(db: Database, user: str) -> bool:
-    """Whether this user's notes are the raw messages themselves (--memory amem), not distilled facts."""
-    return db.one("SELECT 1 AS x FROM notes WHERE user_id = ? AND message_id IS NOT NULL LIMIT 1", (user,)) is not None
+def unnoted_backlog(db: Database, user: str) -> Backlog:
+    """Messages without a note yet: how many, and their characters (--memory amem's work left)."""
+    row = db.one(
+        "SELECT count(*) AS n, coalesce(sum(length(m.content)), 0) AS chars FROM messages m"
+        " WHERE m.user_id = ? AND NOT EXISTS (SELECT 1 FROM notes n WHERE n.message_id = m.id)",
+        (user,),
+    )
+    return Backlog(int(row["n"]), int(row["chars"])) if row else Backlog(0, 0)
 
 
 def count_unnoted(db: Database, user: str) -> int:
-    row = db.one("SELECT count(*) AS n FROM messages m WHERE m.user_id = ? AND NOT EXISTS (SELECT 1 FROM notes n WHERE n.message_id = m.id)", (user,))
-    return int(row["n"]) if row else 0
+    return unnoted_backlog(db, user).messages
 
 
 def has_note(db: Database, message_id: int) -> bool:
     return db.one("SELECT 1 AS x FROM notes WHERE message_id = ?", (message_id,)) is not None
+
+
+def count_evolved(db: Database, user: str) -> int:
+    """How many of this user's notes another note has changed (evolved) at least once."""
+    row = db.one("SELECT count(DISTINCT e.note_id) AS n FROM note_evolutions e JOIN notes n ON n.id = e.note_id WHERE n.user_id = ?", (user,))
+    return int(row["n"]) if row else 0

@@ -50,3 +50,25 @@ def recent_events(db: Database, user: str, limit: int = 20) -> list[dict]:
         "SELECT stage, kind, detail, created_at FROM stage_events WHERE user_id = ? ORDER BY id DESC LIMIT ?",
         (user, limit),
     )
+
+
+def ingest_usage(db: Database, user: str, stage_names: tuple[str, ...], model_id: str | None = None) -> dict:
+    """Calls, prompt and completion tokens and ms of this user's calls in these stages; of one model when given.
+
+    Sums are 0 when nothing matched.
+    """
+    where = f"user_id = ? AND stage IN ({','.join('?' * len(stage_names))})"
+    params: tuple = (user, *stage_names)
+    if model_id is not None:
+        where, params = f"{where} AND model = ?", (*params, model_id)
+    row = db.one(
+        "SELECT count(*) AS calls, sum(prompt_tokens) AS p, sum(completion_tokens) AS c, sum(ms) AS ms"
+        f" FROM llm_calls WHERE {where}",
+        params,
+    ) or {}
+    return {
+        "calls": int(row.get("calls") or 0),
+        "prompt_tokens": int(row.get("p") or 0),
+        "completion_tokens": int(row.get("c") or 0),
+        "ms": row.get("ms") or 0,
+    }

@@ -10,6 +10,7 @@ import pytest
 
 from nemori_cli.domain import IncomingMessage
 from nemori_cli.memory.amem import Amem, AmemSettings, NoteSource
+from nemori_cli.memory import modes
 from nemori_cli.memory.profile import Profile, resolve
 from nemori_cli.pipeline.runner import Pipeline
 from nemori_cli.prompts import amem as prompt
@@ -202,12 +203,12 @@ def chat(n, start=DAY):
 def test_amem_mode_makes_one_note_per_message_resumably_and_idempotently(db, llm, backend, embedder):
     Script(backend, decide=lambda ids: {"links": ids[:1], "updates": []})
     pipe = Pipeline(db, "u", llm, embedder, profile=resolve(db, {"memory": "amem"}))
-    assert pipe.store(chat(7)) == 7
+    assert pipe.add_messages(chat(7)) == 7
     report = pipe.process(flush=False, max_tokens=1)  # the first note is always made
     assert report.notes == 1 and report.pending == 6 and report.stopped_by_budget
     report = pipe.process(flush=False)  # no lookahead needed: flush changes nothing
     assert report.notes == 6 and report.pending == 0 and report.episodes == 0
-    assert pipe.store(chat(7)) == 0 and pipe.process(flush=True).notes == 0
+    assert pipe.add_messages(chat(7)) == 0 and pipe.process(flush=True).notes == 0
     notes = note_sql.list_all(db, "u")
     assert [n.content for n in notes][:2] == ["Ann: I keep thinking about sailing to Malta (0)", "Bob: I keep thinking about a new boat (1)"]
     assert len({n.message_id for n in notes}) == 7
@@ -216,7 +217,7 @@ def test_amem_mode_makes_one_note_per_message_resumably_and_idempotently(db, llm
 
 
 def test_a_memory_built_as_amem_refuses_other_methods(db, llm, backend, embedder):
-    Pipeline(db, "u", llm, embedder, profile=resolve(db, {"memory": "amem"})).store(chat(1))
+    Pipeline(db, "u", llm, embedder, profile=resolve(db, {"memory": "amem"})).add_messages(chat(1))
     assert resolve(db, {}) == Profile(memory="amem")
     with pytest.raises(ConfigError, match="--memory amem"):
         resolve(db, {"memory": "native"})
@@ -230,13 +231,13 @@ def test_search_returns_top_notes_then_their_links_once_each(db, llm, backend, e
     a, b = add_notes(db, llm, embedder, ["Ann sails to Malta", "Bob cooks pasta in Rome"])
     Script(backend, decide=lambda ids: {"links": ids, "updates": []})
     (c,) = add_notes(db, llm, embedder, ["Ann likes Malta"])  # linked to both
-    hits, _ = search(db, "u", embedder, "Malta", SearchOptions(notes=1, linked=5, mode="vector"))
+    hits, _ = search(db, "u", embedder, "Malta", SearchOptions(notes=1, linked=5, mode="vector"), modes.NEMORI_AMEM)
     kinds = [(h.kind, h.id, h.linked_from) for h in hits]
     assert kinds[0][0] == "note" and kinds[0][2] is None
     top = kinds[0][1]
     expected_links = set(note_sql.get(db, "u", top).links)
     assert {i for _, i, src in kinds[1:]} == expected_links and all(src == top for _, _, src in kinds[1:])
-    hits, _ = search(db, "u", embedder, "Malta", SearchOptions(notes=1, linked=1, mode="vector"))
+    hits, _ = search(db, "u", embedder, "Malta", SearchOptions(notes=1, linked=1, mode="vector"), modes.NEMORI_AMEM)
     assert len(hits) == 2  # the bound holds
 
 
@@ -264,7 +265,7 @@ def test_nemori_plus_amem_stores_facts_as_notes_and_predicts_from_them(db, llm, 
 
     for topic in ("sailing", "more-sailing"):
         pipe = Pipeline(db, "u", llm, embedder, profile=resolve(db, {"memory": "nemori+amem", "integrate": False}))
-        pipe.store(make_messages(4, topic=topic))
+        pipe.add_messages(make_messages(4, topic=topic))
         report = pipe.process(flush=True)
         assert report.notes == 1 and report.facts == 1
     notes = note_sql.list_all(db, "u")
@@ -326,7 +327,7 @@ def test_an_interrupted_amem_ingest_keeps_whole_notes_and_resumes(db, llm, backe
 
     backend.default = flaky
     pipe = Pipeline(db, "u", llm, embedder, profile=resolve(db, {"memory": "amem"}))
-    pipe.store(chat(5))
+    pipe.add_messages(chat(5))
     with pytest.raises(KeyboardInterrupt):
         pipe.process(flush=True)
     assert note_sql.count(db, "u") == 3 and note_sql.count_unnoted(db, "u") == 2

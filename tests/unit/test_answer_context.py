@@ -38,16 +38,16 @@ def _chat() -> list[IncomingMessage]:
 def _ingest(db, llm, backend, embedder, messages=None):
     scripted(backend, facts=[[]])
     pipe = Pipeline(db, "u", llm, embedder)
-    pipe.store(messages or _chat())
+    pipe.add_messages(messages or _chat())
     pipe.process(flush=True)
 
 
 def test_every_stored_message_is_indexed_once_pending_ones_included(db, llm, backend, embedder):
     scripted(backend, facts=[[]])
     pipe = Pipeline(db, "u", llm, embedder)
-    pipe.store(_chat())
+    pipe.add_messages(_chat())
     assert message_index.count(db, "u") == 6 and not message_index.unindexed(db, "u")  # before any episode exists
-    pipe.store(_chat())  # re-ingesting adds nothing, indexes nothing twice
+    pipe.add_messages(_chat())  # re-ingesting adds nothing, indexes nothing twice
     assert message_index.count(db, "u") == 6
     assert db.one("SELECT count(*) AS n FROM message_vec WHERE user_id = 'u'")["n"] == 6
 
@@ -58,7 +58,7 @@ def test_a_database_made_before_the_message_index_is_indexed_on_its_next_ingest(
         db.conn.execute("DELETE FROM message_fts")
         db.conn.execute("DELETE FROM message_vec")
     assert len(message_index.unindexed(db, "u")) == 6
-    Pipeline(db, "u", llm, embedder).store([])
+    Pipeline(db, "u", llm, embedder).add_messages([])
     assert message_index.count(db, "u") == 6
 
 

@@ -8,16 +8,17 @@ from dataclasses import replace
 import pytest
 
 from nemori_cli.bench import locomo, longmemeval, report
-from nemori_cli.bench import systems as registry
+from nemori_cli.bench import catalog
 from nemori_cli.bench.baselines import FullContextSystem, RagSystem
 from nemori_cli.bench.judge import judge_locomo, judge_longmemeval
 from nemori_cli.bench.results import ResultLog
-from nemori_cli.bench.run import USER, BenchRunner, Progress, judge_missing
-from nemori_cli.bench.systems import Shared
+from nemori_cli.bench.run import USER, BenchRunner, Silent, judge_missing
+from nemori_cli.bench.systems import AnsweredBy, Shared
+from nemori_cli.cli.progress import BenchBar
 from nemori_cli.errors import ConfigError
 from nemori_cli.llm.base import StructuredLLM
 from nemori_cli.llm.fake import FakeBackend
-from nemori_cli.pipeline.semantic import SemanticSettings
+from nemori_cli.memory.semantic import SemanticSettings
 from nemori_cli.store.db import Database
 from tests.unit.fakeworld import World
 
@@ -79,7 +80,7 @@ IDENTITY = ("benchmark", "model", "data")
 def run_locomo(out, shared, path, names, judge=None, config=CONFIG):
     log = ResultLog(out, config, identity_keys=IDENTITY)
     units = locomo.units(path, [], None, None, adversarial=False)
-    BenchRunner("locomo", log, shared, registry.resolve(names), locomo.score, judge, Progress(False)).run(units)
+    BenchRunner("locomo", log, shared, catalog.resolve(names), locomo.score, judge, Silent()).run(units)
     return log
 
 
@@ -190,10 +191,10 @@ def test_rag_chunks_hold_whole_messages_up_to_their_size_and_answer_from_top_k(t
 
 
 def test_system_names_groups_and_unknown_names():
-    assert [s.name for s in registry.resolve("rag,nemori,rag-256")] == ["rag-4096", "rag-256", "nemori"]
-    assert "nemori-naive-rag" in registry.available() and "nemori-summary" in registry.available()
+    assert [s.name for s in catalog.resolve("rag,nemori,rag-256")] == ["rag-4096", "rag-256", "nemori"]
+    assert "nemori-naive-rag" in catalog.available() and "nemori-summary" in catalog.available()
     with pytest.raises(ConfigError, match="unknown system 'bogus'"):
-        registry.resolve("nemori,bogus")
+        catalog.resolve("nemori,bogus")
 
 
 def test_report_scores_by_category_and_costs(tmp_path, shared, locomo_path):
@@ -252,7 +253,7 @@ def test_longmemeval_gives_each_question_its_own_memory_and_its_date(tmp_path, s
     units = longmemeval.units(path, None)
     assert [u.key for u in units] == ["q1", "q2_abs"] and units[0].questions[0].evidence == ("sess_a:2",)
     log = ResultLog(tmp_path / "out", {**CONFIG, "benchmark": "longmemeval"}, identity_keys=IDENTITY)
-    BenchRunner("longmemeval", log, shared, registry.resolve("full-context"), longmemeval.score, None, Progress(False)).run(units)
+    BenchRunner("longmemeval", log, shared, catalog.resolve("full-context"), longmemeval.score, None, Silent()).run(units)
     answers = {a["qid"]: a for a in log.of_kind("answer")}
     assert answers["q1"]["match"] is True and answers["q1"]["evidence_recall"] == 1.0
     assert answers["q2_abs"]["match"] is True  # "I do not know" abstains
@@ -287,7 +288,7 @@ def test_judges_read_bad_answers_leniently_or_not_at_all():
 
 def test_every_ablation_builds_its_own_way_and_answers(tmp_path, shared, locomo_path, backend):
     log = run_locomo(tmp_path / "out", shared, locomo_path, "nemori-ablations")
-    names = [s.name for s in registry.resolve("nemori-ablations")]
+    names = [s.name for s in catalog.resolve("nemori-ablations")]
     assert {a["system"] for a in log.of_kind("answer")} == set(names) and len(log.of_kind("answer")) == 3 * len(names)
     builds = {b["build_key"]: b for b in log.of_kind("build")}
     # nemori-paper, nemori-text, nemori-narratives and nemori-no-episodic read nemori's memory
@@ -301,8 +302,8 @@ def test_every_ablation_builds_its_own_way_and_answers(tmp_path, shared, locomo_
 
 def test_the_progress_bar_runs_without_a_terminal(tmp_path, shared, locomo_path):
     log = ResultLog(tmp_path / "out", CONFIG, identity_keys=IDENTITY)
-    bar = Progress(True)
-    BenchRunner("locomo", log, shared, registry.resolve("full-context"), locomo.score, None, bar).run(
+    bar = BenchBar(True)
+    BenchRunner("locomo", log, shared, catalog.resolve("full-context"), locomo.score, None, bar).run(
         locomo.units(locomo_path, [], None, None, adversarial=False)
     )
     bar.close()
@@ -346,8 +347,8 @@ def test_an_answer_model_of_its_own_reads_the_same_memory_and_is_reported_as_its
     shared.answer_llm = StructuredLLM(other)
     log = ResultLog(tmp_path / "out", CONFIG, identity_keys=IDENTITY)
     units = locomo.units(locomo_path, [], None, None, adversarial=False)
-    chosen = [registry.AnsweredBy(s, "other") for s in registry.resolve("nemori,full-context")]
-    BenchRunner("locomo", log, shared, chosen, locomo.score, None, Progress(False)).run(units)
+    chosen = [AnsweredBy(s, "other") for s in catalog.resolve("nemori,full-context")]
+    BenchRunner("locomo", log, shared, chosen, locomo.score, None, Silent()).run(units)
     assert {a["system"] for a in log.of_kind("answer")} == {"nemori@other", "full-context@other"}
     assert {b["build_key"] for b in log.of_kind("build")} == {"nemori-native-prediction-int-narrative", "raw-messages"}
     assert all(a["answer"] == "Paris" for a in log.of_kind("answer"))  # every answer came from the other model

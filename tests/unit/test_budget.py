@@ -94,7 +94,7 @@ def test_the_pipeline_counts_exactly_the_tokens_it_wrote(db, embedder, tmp_path)
     with file.open("rb") as f:
         incoming = read_jsonl(f, str(file))
     pipe = Pipeline(db, "u", StructuredLLM(FakeBackend(default=answer)), embedder)
-    pipe.store(incoming)
+    pipe.add_messages(incoming)
     logged = 0
     for pending in (12, 8, 4):
         report = pipe.process(flush=True, max_tokens=1)

@@ -33,9 +33,9 @@ def two_episodes(db, llm, backend, embedder, first_facts, second_facts, profile=
     world = World(backend, Outdated=judge(set(outdated)))
     world.facts = [first_facts, second_facts]
     pipe = Pipeline(db, "u", llm, embedder, profile=profile)
-    pipe.store(chat(["Ann", "flat", "Paris", "Berlin", "moving"], start=SPRING))
+    pipe.add_messages(chat(["Ann", "flat", "Paris", "Berlin", "moving"], start=SPRING))
     pipe.process(flush=True)
-    pipe.store(chat(["Ann", "flat", "Paris", "Berlin", "moving"], start=AUTUMN, tag="again"))
+    pipe.add_messages(chat(["Ann", "flat", "Paris", "Berlin", "moving"], start=AUTUMN, tag="again"))
     pipe.process(flush=True)
     return world
 
@@ -110,7 +110,7 @@ def test_a_model_that_fails_the_self_check_retires_nothing(db, llm, backend, emb
     world.answers["Outdated"] = {"outdated": True}  # says yes to everything, as the 0.5B model does
     world.facts = [[berlin]]
     pipe = Pipeline(db, "u", llm, embedder, profile=Profile(facts=True, integrate=False))
-    pipe.store(chat(["Ann", "flat", "Paris", "Berlin", "moving"], start=AUTUMN.replace(day=25), tag="third"))
+    pipe.add_messages(chat(["Ann", "flat", "Paris", "Berlin", "moving"], start=AUTUMN.replace(day=25), tag="third"))
     pipe.process(flush=True)
     assert [f.status for f in fact_sql.list_all(db, "u", include_superseded=True)] == ["active", "active"]
     assert stage(db, "consolidation")["fallbacks"] == 1
@@ -130,7 +130,7 @@ def test_an_unusable_answer_keeps_the_fact_and_counts_a_fallback(db, llm, backen
     world.answers["Outdated"] = answer
     world.facts = [[paris], [berlin]]
     pipe = Pipeline(db, "u", llm, embedder, profile=Profile(facts=True, integrate=False))
-    pipe.store(chat(["Ann", "Paris", "Berlin"], start=SPRING) + chat(["Ann", "Paris", "Berlin"], start=AUTUMN, tag="x"))
+    pipe.add_messages(chat(["Ann", "Paris", "Berlin"], start=SPRING) + chat(["Ann", "Paris", "Berlin"], start=AUTUMN, tag="x"))
     pipe.process(flush=True)
     assert fact_sql.count(db, "u") == 2
     assert stage(db, "consolidation")["fallbacks"] == 1

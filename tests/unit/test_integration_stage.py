@@ -18,7 +18,7 @@ BOATS = ["sailing", "boat", "harbour", "regatta", "Malta"]
 
 def run(db, llm, embedder, messages, profile=Profile(facts=False)):
     pipe = Pipeline(db, "u", llm, embedder, profile=profile)
-    pipe.store(messages)
+    pipe.add_messages(messages)
     return pipe.process(flush=True)
 
 
@@ -107,7 +107,7 @@ def test_a_model_that_fails_the_self_check_merges_nothing(db, llm, backend, embe
 def test_the_self_check_is_asked_once_per_run(db, llm, backend, embedder):
     World(backend)
     pipe = Pipeline(db, "u", llm, embedder, profile=Profile(facts=False))
-    pipe.store(chat(BOATS, start=DAY1) + chat(BOATS, start=DAY1 + timedelta(hours=3), tag="b") + chat(BOATS, start=DAY1 + timedelta(hours=6), tag="c"))
+    pipe.add_messages(chat(BOATS, start=DAY1) + chat(BOATS, start=DAY1 + timedelta(hours=3), tag="b") + chat(BOATS, start=DAY1 + timedelta(hours=6), tag="c"))
     pipe.process(flush=True)
     checks = [p for p in backend.prompts_for("Continuation") if is_self_check(p)]
     assert len(checks) == 2  # two fixed cases, once

@@ -30,8 +30,8 @@ def scripted(backend):
 def test_store_is_idempotent(db, llm, embedder):
     pipe = Pipeline(db, "u", llm, embedder)
     msgs = make_messages(7)
-    assert pipe.store(msgs) == 7
-    assert pipe.store(msgs) == 0
+    assert pipe.add_messages(msgs) == 7
+    assert pipe.add_messages(msgs) == 0
     assert message_sql.count_pending(db, "u") == 7
 
 
@@ -41,14 +41,14 @@ def test_identical_idless_messages_are_kept_apart_but_stable(db, llm, embedder):
     base = make_messages(1)[0]
     twice = [replace(base, source_id=None), replace(base, source_id=None)]
     pipe = Pipeline(db, "u", llm, embedder)
-    assert pipe.store(twice) == 2
-    assert pipe.store(twice) == 0
+    assert pipe.add_messages(twice) == 2
+    assert pipe.add_messages(twice) == 0
 
 
 def test_full_windows_leave_a_short_tail_pending_without_flush(db, llm, backend, embedder):
     scripted(backend)
     pipe = Pipeline(db, "u", llm, embedder, window=10)
-    pipe.store(make_messages(25))
+    pipe.add_messages(make_messages(25))
     report = pipe.process(flush=False)
     assert report.pending == 5
     assert episode_sql.count(db, "u") >= 2
@@ -61,7 +61,7 @@ def test_full_windows_leave_a_short_tail_pending_without_flush(db, llm, backend,
 def test_every_message_lands_in_exactly_one_episode(db, llm, backend, embedder):
     scripted(backend)
     pipe = Pipeline(db, "u", llm, embedder, window=8)
-    pipe.store(make_messages(30))
+    pipe.add_messages(make_messages(30))
     pipe.process(flush=True)
     eps = episode_sql.list_all(db, "u", with_messages=True)
     ids = [m.id for e in eps for m in e.messages]
@@ -78,7 +78,7 @@ def test_last_group_of_a_full_window_is_carried_over(db, llm, backend, embedder)
 
     backend.default = answer
     pipe = Pipeline(db, "u", llm, embedder, window=10)
-    pipe.store(make_messages(10))
+    pipe.add_messages(make_messages(10))
     pipe.process(flush=False)
     # messages 7..10 might continue: they wait for more input
     assert message_sql.count_pending(db, "u") == 4
@@ -93,7 +93,7 @@ def test_narratives_get_absolute_dates_and_episode_times(db, llm, backend, embed
 
     backend.default = answer
     pipe = Pipeline(db, "u", llm, embedder)
-    pipe.store(make_messages(5))
+    pipe.add_messages(make_messages(5))
     pipe.process(flush=True)
     (ep,) = episode_sql.list_all(db, "u")
     assert "7 May 2023" in ep.narrative  # "yesterday" of 8 May
@@ -108,7 +108,7 @@ def test_unusable_narration_falls_back_to_the_messages_and_is_counted(db, llm, b
 
     backend.default = answer
     pipe = Pipeline(db, "u", llm, embedder)
-    pipe.store(make_messages(5))
+    pipe.add_messages(make_messages(5))
     pipe.process(flush=True)
     (ep,) = episode_sql.list_all(db, "u")
     assert "topic message 0" in ep.narrative and "8 May 2023" in ep.narrative
@@ -129,7 +129,7 @@ def test_interrupt_mid_window_loses_nothing_and_resumes(db, llm, backend, embedd
 
     backend.default = answer
     pipe = Pipeline(db, "u", llm, embedder, window=10)
-    pipe.store(make_messages(10))
+    pipe.add_messages(make_messages(10))
     with pytest.raises(KeyboardInterrupt):
         pipe.process(flush=True)
     assert episode_sql.count(db, "u") == 0
@@ -144,7 +144,7 @@ def test_users_are_isolated(db, llm, backend, embedder):
     scripted(backend)
     for user, topic in (("alice", "sailing"), ("bob", "sailing")):
         pipe = Pipeline(db, user, llm, embedder)
-        pipe.store(make_messages(5, topic=topic))
+        pipe.add_messages(make_messages(5, topic=topic))
         pipe.process(flush=True)
     from nemori_cli.retrieval.search import search
 

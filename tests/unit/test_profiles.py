@@ -24,7 +24,7 @@ def build(db, llm, backend, embedder, profile, facts=(("Ann owns a sailing boat.
     world = World(backend, Summary=lambda m, s: {"summary": "Ann sails. " + str(len(m[-1]["content"]))})
     world.facts = [list(f) for f in facts]
     pipe = Pipeline(db, "u", llm, embedder, profile=profile)
-    pipe.store(chat(WORDS, start=DAY) + chat(WORDS, start=DAY + timedelta(days=20), tag="zebra"))
+    pipe.add_messages(chat(WORDS, start=DAY) + chat(WORDS, start=DAY + timedelta(days=20), tag="zebra"))
     pipe.process(flush=True)
     return world
 
@@ -96,3 +96,11 @@ def test_retrieval_switches_drop_episodes_or_facts_and_context_brings_raw_messag
     ask(db, "u", embedder, llm, "Did Ann sail?", SearchOptions(facts=0, raw_for_top=0, context="messages"))
     prompt = backend.history[-1][0][-1]["content"]
     assert "Ann and Bob said:" not in prompt and "Ann: Ann sailing boat Malta regatta zebra" in prompt
+
+
+def test_the_cli_offers_exactly_the_memory_modes():
+    """--memory's choices are listed in cli/ingest.py (for an instant --help); they must be the modes'."""
+    from nemori_cli.cli.ingest import MemoryFlag
+    from nemori_cli.memory import modes
+
+    assert tuple(f.value for f in MemoryFlag) == modes.NAMES

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from nemori_cli.memory.profile import Profile
 from nemori_cli.pipeline.runner import Pipeline
-from nemori_cli.pipeline.semantic import ungrounded
+from nemori_cli.memory.semantic import ungrounded
 from nemori_cli.store import facts as fact_sql
 from nemori_cli.store import telemetry
 from tests.conftest import make_messages
@@ -34,7 +34,7 @@ def scripted(backend, *, facts, prediction="Ann probably talked about sailing.")
 
 def ingest(db, llm, embedder, n=5, topic="sailing"):
     pipe = Pipeline(db, "u", llm, embedder)
-    pipe.store(make_messages(n, topic=topic))
+    pipe.add_messages(make_messages(n, topic=topic))
     return pipe.process(flush=True)
 
 
@@ -98,7 +98,7 @@ def test_unusable_distillation_keeps_the_episode_and_counts_a_fallback(db, llm, 
 def test_episodic_only_pipeline_makes_no_semantic_calls(db, llm, backend, embedder):
     scripted(backend, facts=[["Ann owns a boat."]])
     pipe = Pipeline(db, "u", llm, embedder, profile=Profile(facts=False))
-    pipe.store(make_messages(5))
+    pipe.add_messages(make_messages(5))
     pipe.process(flush=True)
     assert backend.prompts_for("Distilled") == [] and fact_sql.count(db, "u") == 0
 
@@ -109,7 +109,7 @@ def test_search_returns_facts_with_provenance_and_never_another_users(db, llm, b
     scripted(backend, facts=[["Ann owns a sailing boat."], ["Bob owns a sailing boat."]])
     ingest(db, llm, embedder)
     other = Pipeline(db, "other", llm, embedder)
-    other.store(make_messages(5, topic="sailing"))
+    other.add_messages(make_messages(5, topic="sailing"))
     other.process(flush=True)
     hits, _ = search(db, "u", embedder, "who owns a sailing boat", SearchOptions(k=5, facts=5))
     facts = [h for h in hits if h.kind == "fact"]

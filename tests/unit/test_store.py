@@ -101,3 +101,34 @@ def test_small_stores_search_every_word(db):
     for i in range(4):
         _episode(db, "a", [1, 0, 0], title=f"gym {i}", narrative="gym")
     assert informative_terms(db, "gym kayak") == "gym kayak"
+
+
+def test_ingest_usage_sums_one_model_or_all_in_the_given_stages(db):
+    from nemori_cli.domain import CallRecord
+    from nemori_cli.store import telemetry
+
+    calls = [
+        CallRecord("partition", "m1", 100, 10, 500.0, 1, "ok"),
+        CallRecord("narration", "m1", 200, 20, 250.0, 1, "ok"),
+        CallRecord("partition", "m2", 50, 5, 100.0, 1, "ok"),
+        CallRecord("answer", "m1", 999, 99, 9999.0, 1, "ok"),  # not an ingest stage
+    ]
+    with db.transaction():
+        telemetry.write(db, "a", calls, [])
+        telemetry.write(db, "b", calls[:1], [])
+    stage_names = ("partition", "narration")
+    assert telemetry.ingest_usage(db, "a", stage_names, "m1") == {"calls": 2, "prompt_tokens": 300, "completion_tokens": 30, "ms": 750.0}
+    assert telemetry.ingest_usage(db, "a", stage_names)["calls"] == 3
+    assert telemetry.ingest_usage(db, "a", stage_names, "nobody") == {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "ms": 0}
+    assert telemetry.ingest_usage(db, "c", stage_names)["calls"] == 0
+
+
+def test_characters_in_episodes_counts_only_messages_an_episode_owns(db):
+    db.bind_embedder("x:3", 3)
+    assert message_sql.characters_in_episodes(db, "a") == 0
+    _episode(db, "a", [1, 0, 0], title="kayak")
+    owned = sum(len(m.content) for m in message_sql.all_messages(db, "a"))
+    with db.transaction():
+        message_sql.insert_messages(db, "a", make_messages(2, topic="pending"))
+    _episode(db, "b", [1, 0, 0])
+    assert message_sql.characters_in_episodes(db, "a") == owned > 0

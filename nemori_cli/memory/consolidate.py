@@ -29,7 +29,7 @@ from nemori_cli import stages
 from nemori_cli.domain import Fact
 from nemori_cli.errors import LLMOutputError
 from nemori_cli.llm.base import StructuredLLM
-from nemori_cli.pipeline.semantic import names_in
+from nemori_cli.memory.semantic import names_in
 from nemori_cli.prompts import consolidate as prompt
 from nemori_cli.store import facts as fact_sql
 from nemori_cli.store.db import Database

@@ -1,0 +1,77 @@
+"""Progress bars on stderr, one look for every command: description, bar, done/of, elapsed, eta."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from nemori_cli.cli.render import console
+
+
+def rich_bar():
+    """A rich progress display with the columns every command shows (not started)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
+        console=console(stderr=True),
+        transient=False,
+    )
+
+
+@contextmanager
+def progress_bar(enabled: bool, label: str) -> Iterator[Callable[[int, int], None] | None]:
+    """One bar with ETA on stderr, updated through the (done, total) callback yielded; None when disabled."""
+    if not enabled:
+        yield None
+        return
+    with rich_bar() as bar:
+        task = bar.add_task(label, total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update
+
+
+class BenchBar:
+    """A benchmark run's progress (bench.run.RunProgress) as rich bars on stderr, or nothing.
+
+    Two bars: every question of the run, and the step under way (a memory
+    being built, a system's questions). close() stops the display.
+    """
+
+    def __init__(self, enabled: bool):
+        self.bar = None
+        if enabled:
+            self.bar = rich_bar()
+            self.bar.start()
+            self.overall = self.bar.add_task("all questions", total=0)
+            self.task = self.bar.add_task("", total=None)
+
+    def set_total(self, questions: int) -> None:
+        if self.bar:
+            self.bar.update(self.overall, total=questions)
+
+    def step(self, description: str, total: int | None) -> Callable[[int, int], None] | None:
+        if not self.bar:
+            return None
+        self.bar.reset(self.task, description=description, total=total, completed=0)
+
+        def update(done: int, of: int) -> None:
+            self.bar.update(self.task, completed=done, total=of)
+
+        return update
+
+    def question_done(self) -> None:
+        if self.bar:
+            self.bar.advance(self.overall)
+
+    def close(self) -> None:
+        if self.bar:
+            self.bar.stop()

@@ -1,0 +1,103 @@
+"""The two A-MEM modes: notes from raw messages (amem), and Nemori's facts kept as notes (nemori+amem).
+
+amem makes no episodes: every stored message becomes one note, linked and
+evolved (memory/amem.py), one transaction each. nemori+amem keeps Nemori's
+episodes and distils facts as native does, but stores each fact as a note,
+and what memory already knows is evoked from the notes.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from nemori_cli.domain import Backlog, Message
+from nemori_cli.errors import ConfigError
+from nemori_cli.memory import amem
+from nemori_cli.memory.amem import NotePlan, NoteSource
+from nemori_cli.memory.mode import Made, MemoryMode, NewEpisode, Tools, Worker
+from nemori_cli.memory.semantic import distill_facts
+from nemori_cli.store import notes as note_sql
+from nemori_cli.store.db import Database
+
+if TYPE_CHECKING:
+    from nemori_cli.memory.profile import Profile
+
+_NOTE_STAGES = (amem.CONSTRUCTION.name, amem.LINKING.name)
+
+
+class _MessageNotes(Worker):
+    def __init__(self, tools: Tools):
+        self.tools = tools
+        self.notes = amem.Amem(tools.llm, tools.embedder, tools.notes)
+
+    def plan_message(self, message: Message) -> NotePlan:
+        source = NoteSource(amem.message_content(message.speaker, message.content, message.timestamp), message.timestamp, message_id=message.id)
+        return self.notes.plan(self.tools.db, self.tools.user, source)  # both model calls
+
+    def write_message(self, plan: NotePlan) -> Made | None:
+        if note_sql.has_note(self.tools.db, plan.source.message_id):
+            return None  # another process made this note meanwhile
+        self.notes.write(self.tools.db, self.tools.user, plan)
+        return Made(notes=1)
+
+
+class Amem(MemoryMode):
+    name = "amem"
+    help = "A-MEM notes from raw messages (one per message), no episodes"
+    makes_episodes = False
+    distils_facts = False
+    kinds = frozenset({"note"})
+
+    def normalise(self, profile: Profile) -> Profile:
+        return type(profile)(memory=self.name)  # no episodes, so no episode flag applies
+
+    def flags(self, profile: Profile) -> list[str]:
+        return [f"--memory {self.name}"]
+
+    def stages(self, profile: Profile) -> tuple[str, ...]:
+        return _NOTE_STAGES
+
+    def message_calls(self, messages: int) -> dict[str, int]:
+        # Every message is a note; every note but the first has neighbours to link.
+        return {_NOTE_STAGES[0]: messages, _NOTE_STAGES[1]: max(messages - 1, 0)}
+
+    def backlog(self, db: Database, user: str) -> Backlog:
+        return note_sql.unnoted_backlog(db, user)  # a message waits for its note, not an episode
+
+    def waiting(self, db: Database, user: str, limit: int) -> list[int]:
+        return note_sql.unnoted_messages(db, user, limit=limit)
+
+    def start(self, profile: Profile, tools: Tools) -> Worker:
+        return _MessageNotes(tools)
+
+
+class _FactNotes(Worker):
+    def __init__(self, profile: Profile, tools: Tools):
+        self.profile, self.tools = profile, tools
+        self.notes = amem.Amem(tools.llm, tools.embedder, tools.notes)
+
+    def after_episode(self, episode: NewEpisode) -> Made:
+        t = self.tools
+        # What memory already knows lives in the notes here.
+        texts = distill_facts(t.db, t.user, t.llm, episode.draft.title, list(episode.messages), episode.vector, t.semantic, evoke=amem.evoke)
+        for text in texts:
+            self.notes.remember(t.db, t.user, NoteSource(text, episode.draft.start, episode_id=episode.id))
+        return Made(facts=len(texts), notes=len(texts))
+
+
+class NemoriAmem(MemoryMode):
+    name = "nemori+amem"
+    help = "Nemori's episodes, its facts stored as A-MEM notes"
+    kinds = frozenset({"note"})
+
+    def normalise(self, profile: Profile) -> Profile:
+        if not profile.facts:
+            raise ConfigError("--memory nemori+amem stores Nemori's facts as notes; drop --no-facts")
+        return profile
+
+    def episode_stages(self, profile: Profile) -> tuple[str, ...]:
+        run = ["prediction"] if profile.distill == "prediction" else []
+        return (*run, "distillation", *_NOTE_STAGES)
+
+    def start(self, profile: Profile, tools: Tools) -> Worker:
+        return _FactNotes(profile, tools)

@@ -1,0 +1,138 @@
+"""What a memory mode is: the one object that says how a database's memory is made and read.
+
+A mode is chosen once, from the profile stored in the database
+(memory/modes.py: ``of(profile)``), and then asked, never compared by name:
+
+- how it is described and which flags apply to it (``normalise``, ``flags``);
+- which LLM stages an ingest runs (``stages``, for the estimator and reports);
+- what is pending (``backlog``): the stored messages it has not made memory of;
+- what happens after each episode, or to each message for a mode that makes
+  no episodes (``start`` returns the per-run worker);
+- what it adds to retrieval (``kinds``, ``always_shown``).
+
+The runner owns transactions, budgets, the call log and progress; a mode's
+worker only decides and writes inside the transaction it is given.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from nemori_cli.domain import Backlog, Hit, Message
+from nemori_cli.embed.base import Embedder
+from nemori_cli.llm.base import StructuredLLM
+from nemori_cli.memory.amem import AmemSettings
+from nemori_cli.memory.consolidate import ConsolidationSettings
+from nemori_cli.memory.semantic import SemanticSettings
+from nemori_cli.store import messages as message_sql
+from nemori_cli.store.db import Database
+from nemori_cli.store.episodes import EpisodeDraft
+
+if TYPE_CHECKING:
+    from nemori_cli.memory.profile import Profile
+
+
+@dataclass(frozen=True)
+class Tools:
+    """What a mode's worker may use during one ingest run."""
+
+    db: Database
+    user: str
+    llm: StructuredLLM
+    embedder: Embedder
+    semantic: SemanticSettings = SemanticSettings()
+    consolidation: ConsolidationSettings = ConsolidationSettings()
+    notes: AmemSettings = AmemSettings()
+
+
+@dataclass(frozen=True)
+class NewEpisode:
+    """An episode just stored (its transaction still open), as a mode sees it."""
+
+    id: int  # the live id: the merged episode's when it continued an earlier one
+    draft: EpisodeDraft
+    messages: tuple[Message, ...]
+    vector: np.ndarray
+
+
+@dataclass(frozen=True)
+class Made:
+    """What a mode made of one episode or message, for the ingest report."""
+
+    facts: int = 0
+    notes: int = 0
+
+
+class Worker:
+    """A mode's per-run state (self-checks passed, note builders); one per ingest run."""
+
+    def after_episode(self, episode: NewEpisode) -> Made:
+        """Make this mode's memory of one new episode; the caller holds the transaction."""
+        return Made()
+
+    # Modes that make no episodes take messages one at a time instead: the
+    # model's decisions first, outside the write lock, then the write inside it.
+    def plan_message(self, message: Message) -> object:
+        raise NotImplementedError
+
+    def write_message(self, plan: object) -> Made | None:
+        """Store a planned message's memory (the caller holds the transaction); None when another process did meanwhile."""
+        raise NotImplementedError
+
+
+class MemoryMode:
+    """The defaults are an episodic mode's: episodes from the pending buffer, searched with their raw turns."""
+
+    name: str = ""
+    help: str = ""  # one line for `--memory`'s help
+    makes_episodes = True  # False: one unit of memory per raw message, no episodes at all
+    distils_facts = True  # whether --facts/--no-facts applies
+    kinds: frozenset[str] = frozenset()  # hit kinds it adds to retrieval besides episodes and raw turns
+
+    def normalise(self, profile: Profile) -> Profile:
+        """The profile this mode runs with (flags that cannot apply are reset or refused)."""
+        return profile
+
+    def flags(self, profile: Profile) -> list[str]:
+        """The flags that describe a memory built this way, as a user would type them."""
+        parts = [f"--memory {self.name}"]
+        if self.distils_facts:
+            parts.append("--facts" if profile.facts else "--no-facts")
+        if profile.facts:
+            parts.append(f"--distill {profile.distill}")
+        parts.append("--integrate" if profile.integrate else "--no-integrate")
+        parts.append(f"--index {profile.index}")
+        return parts
+
+    def stages(self, profile: Profile) -> tuple[str, ...]:
+        """The LLM stages an ingest runs, in the method's order."""
+        run = ["partition", "narration"]
+        if profile.integrate:
+            run.append("integration")
+        return (*run, *self.episode_stages(profile))
+
+    def episode_stages(self, profile: Profile) -> tuple[str, ...]:
+        """The stages this mode adds after each episode."""
+        return ()
+
+    def message_calls(self, messages: int) -> dict[str, int]:
+        """LLM calls for ``messages`` messages, for a mode that makes no episodes (estimate.py)."""
+        raise NotImplementedError
+
+    def backlog(self, db: Database, user: str) -> Backlog:
+        """The stored messages this mode has not made memory of yet: messages no episode owns."""
+        return message_sql.backlog(db, user)
+
+    def waiting(self, db: Database, user: str, limit: int) -> list[int]:
+        """Ids of pending messages, oldest first, for a mode that makes no episodes."""
+        raise NotImplementedError
+
+    def start(self, profile: Profile, tools: Tools) -> Worker:
+        return Worker()
+
+    def always_shown(self, db: Database, user: str) -> list[Hit]:
+        """Hits shown with every answer whatever was retrieved (the running summary)."""
+        return []

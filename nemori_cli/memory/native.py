@@ -1,0 +1,74 @@
+"""The Nemori paper's semantic memory, and its no-consolidation ablation.
+
+native: after each episode, facts distilled by prediction error
+(memory/semantic.py), each consolidated against what is known (new, merge,
+conflict: memory/consolidate.py). naive-rag: the same facts appended as they
+come, with no consolidation, the paper's baseline for what consolidation buys.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from nemori_cli.memory import consolidate
+from nemori_cli.memory.mode import Made, MemoryMode, NewEpisode, Tools, Worker
+from nemori_cli.memory.semantic import distill_facts
+from nemori_cli.store import facts as fact_sql
+
+if TYPE_CHECKING:
+    from nemori_cli.memory.profile import Profile
+
+
+class _FactWorker(Worker):
+    def __init__(self, profile: Profile, tools: Tools, *, consolidated: bool):
+        self.profile, self.tools = profile, tools
+        self.consolidator = consolidate.Consolidator(tools.llm, tools.consolidation) if consolidated else None
+
+    def after_episode(self, episode: NewEpisode) -> Made:
+        if not self.profile.facts:
+            return Made()  # --no-facts: episodes only (the paper's 'w/o semantic memory')
+        t = self.tools
+        texts = distill_facts(t.db, t.user, t.llm, episode.draft.title, list(episode.messages), episode.vector, t.semantic)
+        if not texts:
+            return Made()
+        for text, vector in zip(texts, t.embedder.embed_documents(texts)):
+            if self.consolidator is None:
+                fact_sql.add(t.db, t.user, text, vector, [episode.id])
+                continue
+            decision = self.consolidator.decide(t.db, t.user, text, vector)
+            consolidate.apply(t.db, t.user, decision, vector, episode.id)
+        return Made(facts=len(texts))
+
+
+def _fact_stages(profile: Profile, *, consolidated: bool) -> tuple[str, ...]:
+    if not profile.facts:
+        return ()
+    run = ["prediction"] if profile.distill == "prediction" else []
+    run.append("distillation")
+    if consolidated:
+        run.append("consolidation")
+    return tuple(run)
+
+
+class Native(MemoryMode):
+    name = "native"
+    help = "facts by prediction error, consolidated (new / merge / conflict)"
+    kinds = frozenset({"fact"})
+
+    def episode_stages(self, profile: Profile) -> tuple[str, ...]:
+        return _fact_stages(profile, consolidated=True)
+
+    def start(self, profile: Profile, tools: Tools) -> Worker:
+        return _FactWorker(profile, tools, consolidated=True)
+
+
+class NaiveRag(MemoryMode):
+    name = "naive-rag"
+    help = "the same facts appended with no consolidation"
+    kinds = frozenset({"fact"})
+
+    def episode_stages(self, profile: Profile) -> tuple[str, ...]:
+        return _fact_stages(profile, consolidated=False)
+
+    def start(self, profile: Profile, tools: Tools) -> Worker:
+        return _FactWorker(profile, tools, consolidated=False)

@@ -1,4 +1,7 @@
-"""Builds the store, the LLM and the embedder from settings.
+"""The composition root: settings to a session (the store, the embedder, the LLMs), and each piece on its own.
+
+Interfaces (the CLI; later an MCP server and a Python API) open one
+``Session`` and stay thin over it; the jobs (bench, doctor) use the builders.
 
 Heavy libraries (llama_cpp, torch via sentence-transformers) are imported here
 on demand, never at CLI import time, so `nemori --help` stays instant.
@@ -8,12 +11,21 @@ happens before anything is written.
 
 from __future__ import annotations
 
+from functools import cached_property
+from typing import TYPE_CHECKING
+
 from nemori_cli.config import LLMPreset, Settings, api_key_from_env, load_presets, resolve_embedder, resolve_llm
 from nemori_cli.embed.base import Embedder, identity
 from nemori_cli.errors import ModelError
 from nemori_cli.llm.base import ChatBackend, StructuredLLM
 from nemori_cli.modelfiles import embedder_path, gguf_path
 from nemori_cli.store.db import Database
+
+if TYPE_CHECKING:
+    from nemori_cli.memory.amem import AmemSettings
+    from nemori_cli.memory.mode import MemoryMode
+    from nemori_cli.memory.profile import Profile
+    from nemori_cli.pipeline.runner import Pipeline
 
 _backends: dict[str, ChatBackend] = {}  # one model object per process, per preset
 
@@ -89,3 +101,68 @@ def semantic_settings(settings: Settings):
     from nemori_cli.memory.semantic import SemanticSettings
 
     return SemanticSettings(threshold=resolve_embedder(load_presets(), settings.embedder).evoke_threshold)
+
+
+class Session:
+    """What one command works with, each piece built on first use, in the order the command needs.
+
+    The order is the command's because it decides what fails first: ingest
+    loads the model before it creates a database file, so a missing model or
+    a dead endpoint leaves no empty file behind. ``create`` allows a new
+    database file (checked to be embeddable first).
+    """
+
+    def __init__(self, settings: Settings, *, create: bool = False):
+        self.settings, self.create = settings, create
+
+    @property
+    def user(self) -> str:
+        return self.settings.user
+
+    @cached_property
+    def db(self) -> Database:
+        if self.create and not self.settings.db_path.exists():
+            check_embedder_files(self.settings)  # a new file is not created for a run that cannot embed
+        return open_db(self.settings, create=self.create)
+
+    @cached_property
+    def embedder(self) -> Embedder:
+        return build_embedder(self.settings, self.db)
+
+    @cached_property
+    def llm(self) -> StructuredLLM:
+        """The model that builds memory (--model)."""
+        return build_llm(self.settings)
+
+    @cached_property
+    def answer_llm(self) -> StructuredLLM:
+        """The model that answers; the memory model itself when it is the same preset, if that one is loaded."""
+        return build_answer_llm(self.settings, self.__dict__.get("llm"))
+
+    def check_answer_model(self) -> None:
+        """Refuse an unknown answer preset before anything loads."""
+        answer_preset(self.settings)
+
+    @property
+    def mode(self) -> MemoryMode:
+        from nemori_cli.memory.profile import mode_of
+
+        return mode_of(self.db)
+
+    def pipeline(self, profile: Profile, *, window: int = 20, notes: AmemSettings | None = None) -> Pipeline:
+        """The ingest runner for this session's user, with the settings taken from presets."""
+        from nemori_cli.memory.amem import AmemSettings
+        from nemori_cli.pipeline.runner import Pipeline
+
+        return Pipeline(
+            self.db, self.user, self.llm, self.embedder, window=window, profile=profile, semantic=semantic_settings(self.settings), notes=notes or AmemSettings()
+        )
+
+    def close(self) -> None:
+        if "db" in self.__dict__:
+            self.db.close()
+
+
+def session(settings: Settings, *, create: bool = False) -> Session:
+    """The one call an interface makes."""
+    return Session(settings, create=create)

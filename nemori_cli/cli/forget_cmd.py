@@ -34,19 +34,16 @@ def _say(line: str) -> None:
     console().print(line, soft_wrap=True, markup=False)  # one line, however narrow the terminal
 
 
-def _run(db: str | None, user: str | None, what: str, *args, vacuum: bool = False):
+def _run(db_path: str | None, user: str | None, what: str, *args, vacuum: bool = False):
     """Open the existing database, run forget_<what> in one transaction, scrub the file."""
     from nemori_cli import deps
     from nemori_cli.store import forget as forget_sql
 
-    settings = opt.settings(db, user)
-    store = deps.open_db(settings, create=False)
-    embedder = []
+    session = deps.session(opt.settings(db_path, user))
+    settings, store = session.settings, session.db
 
     def reembed(text: str):
-        if not embedder:  # built once, and only when an evolution has to be undone
-            embedder.append(deps.build_embedder(settings, store))
-        return embedder[0].embed_documents([text])[0]
+        return session.embedder.embed_documents([text])[0]  # built once, and only when an evolution has to be undone
 
     extra = {"reembed": reembed} if what in ("episode", "note") else {}
     try:
@@ -54,17 +51,17 @@ def _run(db: str | None, user: str | None, what: str, *args, vacuum: bool = Fals
             counts = getattr(forget_sql, f"forget_{what}")(store, settings.user, *args, **extra)
         forget_sql.make_physical(store, vacuum=vacuum)
     finally:
-        store.close()
+        session.close()
     return settings, counts
 
 
 _LETTER = {"episode": "E", "fact": "F", "note": "N"}  # as `inspect` names them: E3, F2, N7
 
 
-def _forget(db: str | None, user: str | None, json_out: bool, what: str, item_id: int | None = None) -> None:
+def _forget(db_path: str | None, user: str | None, json_out: bool, what: str, item_id: int | None = None) -> None:
     """Forget one item (`forget episode 3`), or the whole user when no id is given; report as JSON or one line."""
     whole_user = item_id is None
-    settings, counts = _run(db, user, what, *(() if whole_user else (item_id,)), vacuum=whole_user)
+    settings, counts = _run(db_path, user, what, *(() if whole_user else (item_id,)), vacuum=whole_user)
     if json_out:
         print_json({"user": settings.user, **({} if whole_user else {what: item_id}), "counts": counts})
         return
@@ -80,79 +77,79 @@ def forget_cmd(
         typer.Option("--user", "-u", help="Forget everything of this user. Named explicitly: NEMORI_USER is not used for this.", show_default=False),
     ] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before forgetting a whole user.")] = False,
-    db: opt.Db = None,
+    db_path: opt.Db = None,
     json_out: opt.Json = False,
 ) -> None:
     """Delete memory for good, as if it never happened."""
     if ctx.invoked_subcommand is not None:
         # `forget --user bob episode 3` means bob's episode 3, not NEMORI_USER's.
-        ctx.obj = {"user": user, "db": db, "json": json_out}
+        ctx.obj = {"user": user, "db": db_path, "json": json_out}
         return
     if not user:
         raise ConfigError("say what to forget: `forget episode ID`, `forget fact ID` or `forget --user NAME --yes`")
     if not yes and not _interactive():
         raise ConfigError(f"refusing to forget user {user} without --yes")
     if not yes:
-        _confirm(db, user)
-    _forget(db, user, json_out, "user")
+        _confirm(db_path, user)
+    _forget(db_path, user, json_out, "user")
 
 
 def _interactive() -> bool:
     return sys.stdin.isatty()
 
 
-def _confirm(db: str | None, user: str) -> None:
+def _confirm(db_path: str | None, user: str) -> None:
     from nemori_cli import deps
     from nemori_cli.store import forget as forget_sql
 
-    settings = opt.settings(db, user)
-    store = deps.open_db(settings, create=False)
+    session = deps.session(opt.settings(db_path, user))
+    settings = session.settings
     try:
-        has = forget_sql.stored(store, settings.user)
+        has = forget_sql.stored(session.db, settings.user)
     finally:
-        store.close()
+        session.close()
     question = f"Forget everything of user {settings.user} ({_summary(has)}) in {settings.db_path}? This cannot be undone"
     if not typer.confirm(question, default=False):
         raise NemoriError("not confirmed; nothing was forgotten")
 
 
-def _inherited(ctx: typer.Context, db: str | None, user: str | None, json_out: bool):
+def _inherited(ctx: typer.Context, db_path: str | None, user: str | None, json_out: bool):
     """Options given before the subcommand (`forget --user bob fact 3`) count too."""
     parent = ctx.obj or {}
-    return db or parent.get("db"), user or parent.get("user"), json_out or bool(parent.get("json"))
+    return db_path or parent.get("db"), user or parent.get("user"), json_out or bool(parent.get("json"))
 
 
 @forget_app.command("episode")
 def episode_cmd(
     ctx: typer.Context,
     episode_id: Annotated[int, typer.Argument(help="Episode id (see `inspect episodes`).")],
-    db: opt.Db = None,
+    db_path: opt.Db = None,
     user: opt.User = None,
     json_out: opt.Json = False,
 ) -> None:
     """An episode with its merged parts, its messages, the facts only it gave, and later summaries."""
-    _forget(*_inherited(ctx, db, user, json_out), "episode", episode_id)
+    _forget(*_inherited(ctx, db_path, user, json_out), "episode", episode_id)
 
 
 @forget_app.command("fact")
 def fact_cmd(
     ctx: typer.Context,
     fact_id: Annotated[int, typer.Argument(help="Fact id (see `inspect facts --all`).")],
-    db: opt.Db = None,
+    db_path: opt.Db = None,
     user: opt.User = None,
     json_out: opt.Json = False,
 ) -> None:
     """A fact and every fact it superseded."""
-    _forget(*_inherited(ctx, db, user, json_out), "fact", fact_id)
+    _forget(*_inherited(ctx, db_path, user, json_out), "fact", fact_id)
 
 
 @forget_app.command("note")
 def note_cmd(
     ctx: typer.Context,
     note_id: Annotated[int, typer.Argument(help="Note id (see `inspect notes`).")],
-    db: opt.Db = None,
+    db_path: opt.Db = None,
     user: opt.User = None,
     json_out: opt.Json = False,
 ) -> None:
     """An A-MEM note, its links both ways, its history, the message it was made from; what it evolved is undone."""
-    _forget(*_inherited(ctx, db, user, json_out), "note", note_id)
+    _forget(*_inherited(ctx, db_path, user, json_out), "note", note_id)

@@ -185,7 +185,7 @@ def ingest(
     neighbours: Neighbours = 5,
     dry_run: DryRun = False,
     progress: opt.ShowProgress = None,
-    db: opt.Db = None,
+    db_path: opt.Db = None,
     user: opt.User = None,
     model: opt.Model = None,
     embedder: opt.EmbedderName = None,
@@ -193,10 +193,9 @@ def ingest(
 ) -> None:
     """Store messages, then turn them into episodes and facts (resumable; re-ingesting adds nothing)."""
     from nemori_cli import deps
-    from nemori_cli.pipeline.runner import Pipeline
 
     _check_budget(max_tokens)
-    settings = opt.settings(db, user, model, embedder)
+    settings = opt.settings(db_path, user, model, embedder)
     incoming, namespace = _read(source, fmt, sample, default_timestamp, sessions)
     if dry_run:
         from nemori_cli.cli import dry_run as dry
@@ -207,17 +206,12 @@ def ingest(
         plan = dry.plan(settings, incoming, namespace, window=window, profile_of=profile_of, max_tokens=max_tokens)
         dry.render(plan, source, json_out)
         return
-    llm = deps.build_llm(settings)  # a missing model or dead endpoint fails here, before any write
-    if not settings.db_path.exists():
-        deps.check_embedder_files(settings)  # a new file is not created for a run that cannot embed
-    store = deps.open_db(settings)
-    profile = _profile(store, memory, distill, integrate, facts, index)
-    emb = deps.build_embedder(settings, store)
-    pipeline = Pipeline(
-        store, settings.user, llm, emb, window=window, profile=profile, semantic=deps.semantic_settings(settings), notes=_amem_settings(neighbours)
-    )
+    session = deps.session(settings, create=True)
+    session.llm  # a missing model or dead endpoint fails here, before any write
+    profile = _profile(session.db, memory, distill, integrate, facts, index)
+    pipeline = session.pipeline(profile, window=window, notes=_amem_settings(neighbours))
     added = pipeline.add_messages(incoming, namespace)
-    report = _process(pipeline, flush=flush, show_progress=_want_progress(progress), user=settings.user, max_tokens=max_tokens)
+    report = _process(pipeline, flush=flush, show_progress=_want_progress(progress), user=session.user, max_tokens=max_tokens)
     report.read, report.added = len(incoming), added
     _print_report(report, source, json_out, max_tokens)
 
@@ -227,7 +221,7 @@ def flush_cmd(
     neighbours: Neighbours = 5,
     progress: opt.ShowProgress = None,
     window: opt.Window = 20,
-    db: opt.Db = None,
+    db_path: opt.Db = None,
     user: opt.User = None,
     model: opt.Model = None,
     embedder: opt.EmbedderName = None,
@@ -235,25 +229,19 @@ def flush_cmd(
 ) -> None:
     """Turn every pending message into episodes now (also resumes an interrupted ingest), with the database's recorded method."""
     from nemori_cli import deps
-    from nemori_cli.pipeline.runner import Pipeline
-
-    _check_budget(max_tokens)
-    settings = opt.settings(db, user, model, embedder)
-    store = deps.open_db(settings, create=False)
     from nemori_cli.memory.profile import resolve
 
-    profile = resolve(store, {})
-    if profile.mode.backlog(store, settings.user).messages == 0:
+    _check_budget(max_tokens)
+    session = deps.session(opt.settings(db_path, user, model, embedder))
+    profile = resolve(session.db, {})
+    if profile.mode.backlog(session.db, session.user).messages == 0:
         from nemori_cli.pipeline.runner import IngestReport
 
         _print_report(IngestReport(), None, json_out)
         return
-    llm = deps.build_llm(settings)
-    emb = deps.build_embedder(settings, store)
-    pipeline = Pipeline(
-        store, settings.user, llm, emb, window=window, profile=profile, semantic=deps.semantic_settings(settings), notes=_amem_settings(neighbours)
-    )
-    report = _process(pipeline, flush=True, show_progress=_want_progress(progress), user=settings.user, max_tokens=max_tokens)
+    session.llm  # the model first, then the embedder, as ingest loads them
+    pipeline = session.pipeline(profile, window=window, notes=_amem_settings(neighbours))
+    report = _process(pipeline, flush=True, show_progress=_want_progress(progress), user=session.user, max_tokens=max_tokens)
     _print_report(report, None, json_out, max_tokens)
 
 

@@ -16,18 +16,18 @@ inspect_app = typer.Typer(help="Show what memory holds.", no_args_is_help=True)
 Limit = Annotated[Optional[int], typer.Option(min=1, help="Show at most this many.")]
 
 
-def _open(db: str | None, user: str | None):
+def _open(db_path: str | None, user: str | None):
     """The user's name and the existing database (never created by a read)."""
     from nemori_cli import deps
 
-    settings = opt.settings(db, user)
-    return settings, deps.open_db(settings, create=False)
+    session = deps.session(opt.settings(db_path, user))
+    return session.settings, session.db
 
 
 def _show(
     kind: str,
     item_id: int,
-    db: str | None,
+    db_path: str | None,
     user: str | None,
     json_out: bool,
     *,
@@ -41,7 +41,7 @@ def _show(
     with), or None when the user has no such item; as_json(item, related) is
     the JSON object; as_text(console, item, related) prints it.
     """
-    settings, store = _open(db, user)
+    settings, store = _open(db_path, user)
     found = load(store, settings.user, item_id)
     if found is None:
         raise StoreError(f"no {kind} {item_id} for user {settings.user}")
@@ -56,14 +56,14 @@ def _show(
 def episodes_cmd(
     all_episodes: Annotated[bool, typer.Option("--all", help="Include episodes merged into later ones.")] = False,
     limit: Limit = None,
-    db: opt.Db = None,
+    db_path: opt.Db = None,
     user: opt.User = None,
     json_out: opt.Json = False,
 ) -> None:
     """List episodes in time order."""
     from nemori_cli.store import episodes as episode_sql
 
-    settings, store = _open(db, user)
+    settings, store = _open(db_path, user)
     items = episode_sql.list_all(store, settings.user, with_messages=True, limit=limit, include_superseded=all_episodes)
     if json_out:
         print_json({"user": settings.user, "episodes": [episode_json(e) for e in items]})
@@ -78,12 +78,12 @@ def episodes_cmd(
 @inspect_app.command("episode")
 def episode_cmd(
     episode_id: Annotated[int, typer.Argument(help="Episode id (see `inspect episodes`).")],
-    db: opt.Db = None,
+    db_path: opt.Db = None,
     user: opt.User = None,
     json_out: opt.Json = False,
 ) -> None:
     """One episode: its narrative and its raw messages with their ids."""
-    _show("episode", episode_id, db, user, json_out, load=_load_episode, as_json=_episode_as_json, as_text=_episode_as_text)
+    _show("episode", episode_id, db_path, user, json_out, load=_load_episode, as_json=_episode_as_json, as_text=_episode_as_text)
 
 
 def _load_episode(store, user: str, episode_id: int):
@@ -114,14 +114,14 @@ def _episode_as_text(out, e, parts) -> None:
 def facts_cmd(
     all_facts: Annotated[bool, typer.Option("--all", help="Include superseded facts.")] = False,
     limit: Limit = None,
-    db: opt.Db = None,
+    db_path: opt.Db = None,
     user: opt.User = None,
     json_out: opt.Json = False,
 ) -> None:
     """List semantic facts with the episodes they came from."""
     from nemori_cli.store import facts as fact_sql
 
-    settings, store = _open(db, user)
+    settings, store = _open(db_path, user)
     items = fact_sql.list_all(store, settings.user, include_superseded=all_facts, limit=limit)
     if json_out:
         print_json({"user": settings.user, "facts": [fact_json(f) for f in items]})
@@ -137,12 +137,12 @@ def facts_cmd(
 @inspect_app.command("fact")
 def fact_cmd(
     fact_id: Annotated[int, typer.Argument(help="Fact id (see `inspect facts`).")],
-    db: opt.Db = None,
+    db_path: opt.Db = None,
     user: opt.User = None,
     json_out: opt.Json = False,
 ) -> None:
     """One fact: its text, status and source episodes."""
-    _show("fact", fact_id, db, user, json_out, load=_load_fact, as_json=_fact_as_json, as_text=_fact_as_text)
+    _show("fact", fact_id, db_path, user, json_out, load=_load_fact, as_json=_fact_as_json, as_text=_fact_as_text)
 
 
 def _load_fact(store, user: str, fact_id: int):
@@ -180,14 +180,14 @@ def _fact_as_text(out, f, related) -> None:
 @inspect_app.command("notes")
 def notes_cmd(
     limit: Limit = None,
-    db: opt.Db = None,
+    db_path: opt.Db = None,
     user: opt.User = None,
     json_out: opt.Json = False,
 ) -> None:
     """List A-MEM notes in time order, with their tags and links."""
     from nemori_cli.store import notes as note_sql
 
-    settings, store = _open(db, user)
+    settings, store = _open(db_path, user)
     items = note_sql.list_all(store, settings.user, limit=limit)
     if json_out:
         print_json({"user": settings.user, "notes": [note_json(n) for n in items]})
@@ -203,12 +203,12 @@ def notes_cmd(
 @inspect_app.command("note")
 def note_cmd(
     note_id: Annotated[int, typer.Argument(help="Note id (see `inspect notes`).")],
-    db: opt.Db = None,
+    db_path: opt.Db = None,
     user: opt.User = None,
     json_out: opt.Json = False,
 ) -> None:
     """One A-MEM note: its attributes, links, and evolution history (what changed, caused by which new note)."""
-    _show("note", note_id, db, user, json_out, load=_load_note, as_json=_note_as_json, as_text=_note_as_text)
+    _show("note", note_id, db_path, user, json_out, load=_load_note, as_json=_note_as_json, as_text=_note_as_text)
 
 
 def _load_note(store, user: str, note_id: int):
@@ -250,14 +250,14 @@ def _note_as_text(out, n, related) -> None:
 @inspect_app.command("summary")
 def summary_cmd(
     history: Annotated[bool, typer.Option("--history", help="Every version, oldest first.")] = False,
-    db: opt.Db = None,
+    db_path: opt.Db = None,
     user: opt.User = None,
     json_out: opt.Json = False,
 ) -> None:
     """The running summary (memory mode `summary`)."""
     from nemori_cli.store import summaries as summary_sql
 
-    settings, store = _open(db, user)
+    settings, store = _open(db_path, user)
     rows = summary_sql.history(store, settings.user)
     rows = rows if history else rows[-1:]
     if json_out:
@@ -275,14 +275,14 @@ def summary_cmd(
 def messages_cmd(
     pending: Annotated[bool, typer.Option("--pending", help="Only messages no episode owns yet.")] = False,
     limit: Limit = None,
-    db: opt.Db = None,
+    db_path: opt.Db = None,
     user: opt.User = None,
     json_out: opt.Json = False,
 ) -> None:
     """List stored messages (and which episode owns each)."""
     from nemori_cli.store import messages as message_sql
 
-    settings, store = _open(db, user)
+    settings, store = _open(db_path, user)
     items = message_sql.all_messages(store, settings.user, pending_only=pending, limit=limit)
     if json_out:
         print_json({"user": settings.user, "messages": [message_json(m) for m in items]})
@@ -301,12 +301,12 @@ def _profile_text(store) -> str | None:
     return p.describe() if p else None
 
 
-def stats_cmd(db: opt.Db = None, user: opt.User = None, json_out: opt.Json = False) -> None:
+def stats_cmd(db_path: opt.Db = None, user: opt.User = None, json_out: opt.Json = False) -> None:
     """Counts, and per pipeline stage: LLM calls, tokens, seconds, repairs and fallbacks."""
     from nemori_cli.memory.profile import mode_of
     from nemori_cli.store import stats, telemetry
 
-    settings, store = _open(db, user)
+    settings, store = _open(db_path, user)
     u = settings.user
     mode = mode_of(store)  # what is pending depends on how the memory is built
     counts = stats.counts(store, u, pending=lambda d, user: mode.backlog(d, user).messages)

@@ -20,5 +20,5 @@ ShowProgress = Annotated[
 Window = Annotated[int, typer.Option(min=2, max=200, help="Messages per window (the paper's w).")]
 
 
-def settings(db: str | None, user: str | None, model: str | None = None, embedder: str | None = None) -> Settings:
-    return Settings.from_env(db=db, user=user, model=model, embedder=embedder)
+def settings(db_path: str | None, user: str | None, model: str | None = None, embedder: str | None = None) -> Settings:
+    return Settings.from_env(db=db_path, user=user, model=model, embedder=embedder)

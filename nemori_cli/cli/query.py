@@ -92,7 +92,7 @@ def search_cmd(
     linked: Linked = 10,
     mode: Mode = SearchMode.hybrid,
     context: ContextOpt = None,
-    db: opt.Db = None,
+    db_path: opt.Db = None,
     user: opt.User = None,
     embedder: opt.EmbedderName = None,
     json_out: opt.Json = False,
@@ -103,15 +103,13 @@ def search_cmd(
 
     text = _text_arg(query, "query")
     options = search_options(profile, k=k, facts=facts, raw=raw, messages=messages, budget=budget, context=context, mode=mode, notes=notes, linked=linked, turns=turns)
-    settings = opt.settings(db, user, None, embedder)
-    store = deps.open_db(settings, create=False)
-    emb = deps.build_embedder(settings, store)
-    hits, ms = search(store, settings.user, emb, text, options)
+    session = deps.session(opt.settings(db_path, user, None, embedder))
+    hits, ms = search(session.db, session.user, session.embedder, text, options)
     if json_out:
         print_json(
             {
                 "query": text,
-                "user": settings.user,
+                "user": session.user,
                 "hits": [hit_json(h) for h in hits],
                 "tokens": {"prompt": 0, "completion": 0},  # retrieval spends no LLM tokens
                 "ms": round(ms, 2),
@@ -154,7 +152,7 @@ def ask_cmd(
     mode: Mode = SearchMode.hybrid,
     context: ContextOpt = None,
     today: Annotated[str, typer.Option(help="Date to treat as today for questions like 'how long ago' (default: none).")] = "",
-    db: opt.Db = None,
+    db_path: opt.Db = None,
     user: opt.User = None,
     model: opt.Model = None,
     answer_model: AnswerModel = None,
@@ -168,15 +166,14 @@ def ask_cmd(
 
     text = _text_arg(question, "question")
     options = search_options(profile, k=k, facts=facts, raw=raw, messages=messages, budget=budget, context=context, mode=mode, notes=notes, linked=linked, turns=turns)
-    settings = opt.settings(db, user, model, embedder)
+    settings = opt.settings(db_path, user, model, embedder)
     settings.answer_model = answer_model or settings.answer_model
-    deps.answer_preset(settings)  # an unknown preset is refused before anything loads
-    store = deps.open_db(settings, create=False)
-    emb = deps.build_embedder(settings, store)
-    llm = deps.build_answer_llm(settings)
-    answer, cited = ask(store, settings.user, emb, llm, text, options, today=today or None)
+    session = deps.session(settings)
+    session.check_answer_model()  # an unknown preset is refused before anything loads
+    store, emb, llm = session.db, session.embedder, session.answer_llm  # in this order: a wrong embedder is named before a model loads
+    answer, cited = ask(store, session.user, emb, llm, text, options, today=today or None)
     with store.transaction():
-        telemetry.write(store, settings.user, *llm.log.drain())
+        telemetry.write(store, session.user, *llm.log.drain())
     if json_out:
         print_json(
             {
@@ -196,7 +193,7 @@ def ask_cmd(
     out.print(esc(answer.answer), soft_wrap=True)
     from nemori_cli.store import episodes as episode_sql
 
-    cited_episodes = episode_sql.by_ids(store, settings.user, list(cited))  # cited through their raw turns too
+    cited_episodes = episode_sql.by_ids(store, session.user, list(cited))  # cited through their raw turns too
     for i in cited:
         if i in cited_episodes:
             e = cited_episodes[i]

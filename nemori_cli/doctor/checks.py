@@ -15,6 +15,7 @@ from pathlib import Path
 
 from nemori_cli.config import LLMPreset, Settings
 from nemori_cli.errors import NemoriError
+from nemori_cli.store import capabilities
 
 REACH_TIMEOUT_S = 5.0  # an endpoint that takes longer to list its models is as good as down
 INSTALL_ADVICE = "run `make install` (or `pip install -e .` in the project's virtual environment)"
@@ -42,28 +43,15 @@ def python_version() -> Check:
 def sqlite_vec() -> Check:
     """The store's own way in (store/db.py): apsw, then the sqlite-vec extension, in memory."""
     try:
-        import apsw
-        import sqlite_vec as vec
-
-        conn = apsw.Connection(":memory:")
-        conn.enable_load_extension(True)
-        conn.load_extension(vec.loadable_path())
-        version = conn.execute("SELECT vec_version()").fetchall()[0][0]
-        conn.close()
+        apsw_version, sqlite_version, vec_version = capabilities.sqlite_vec_versions()
     except Exception as e:  # any failure here means the store cannot open; say which
         return Check("sqlite-vec", False, f"{type(e).__name__}: {e}", INSTALL_ADVICE)
-    return Check("sqlite-vec", True, f"apsw {apsw.apswversion()}, SQLite {apsw.sqlite_lib_version()}, sqlite-vec {version}")
+    return Check("sqlite-vec", True, f"apsw {apsw_version}, SQLite {sqlite_version}, sqlite-vec {vec_version}")
 
 
 def fts5() -> Check:
     try:
-        import apsw
-
-        conn = apsw.Connection(":memory:")
-        conn.execute("CREATE VIRTUAL TABLE t USING fts5(body)")
-        conn.execute("INSERT INTO t(body) VALUES ('doctor probe text')")
-        found = conn.execute("SELECT count(*) FROM t WHERE t MATCH 'probe'").fetchall()[0][0]
-        conn.close()
+        found = capabilities.fts5_finds()
     except Exception as e:
         return Check("fts5", False, f"{type(e).__name__}: {e}", INSTALL_ADVICE)
     if found != 1:

@@ -51,9 +51,7 @@ def test_sql_lives_only_in_the_store():
         for s in _strings(tree)
         if SQL.match(s.value)
     ]
-    # The doctor probes what this machine's SQLite can do on a throwaway in-memory connection.
-    allowed = ("doctor/checks.py",)
-    assert [f for f in found if not f.startswith(allowed)] == []
+    assert found == []
 
 
 def test_no_module_outside_memory_compares_a_memory_mode_name():

@@ -213,7 +213,7 @@ def locomo_cmd(
 ) -> None:
     """LoCoMo: per sample and system, a fresh memory of the chosen sessions, then the questions about them."""
     from nemori_cli.bench import locomo
-    from nemori_cli.cli.ingest import _want_progress
+    from nemori_cli.cli.progress import wanted
     from nemori_cli.pipeline.readers import parse_session_range
 
     settings = opt.settings(None, None, model, embedder)
@@ -227,7 +227,7 @@ def locomo_cmd(
         settings, judge_model, file, "locomo", systems, scope, {"sessions": sessions, "adversarial": adversarial}, out, answer_model
     )
     judge = locomo.judge_with(judge_llm, config["judge"]["name"]) if judge_llm else None
-    _run("locomo", out, shared, judge, chosen, config, units, locomo.score, _want_progress(progress), json_out)
+    _run("locomo", out, shared, judge, chosen, config, units, locomo.score, wanted(progress), json_out)
 
 
 @bench_app.command("longmemeval")
@@ -248,7 +248,7 @@ def longmemeval_cmd(
 ) -> None:
     """LongMemEval: one isolated memory per question, its sessions in order, the question's date given."""
     from nemori_cli.bench import longmemeval
-    from nemori_cli.cli.ingest import _want_progress
+    from nemori_cli.cli.progress import wanted
 
     settings = opt.settings(None, None, model, embedder)
     units = longmemeval.units(file, questions, per_type) if file.is_file() else None
@@ -256,7 +256,7 @@ def longmemeval_cmd(
     out = out or _default_out("longmemeval", settings)
     shared, judge_llm, chosen, config = _setup(settings, judge_model, file, "longmemeval", systems, scope, {}, out, answer_model)
     judge = longmemeval.judge_with(judge_llm, config["judge"]["name"]) if judge_llm else None
-    _run("longmemeval", out, shared, judge, chosen, config, units, longmemeval.score, _want_progress(progress), json_out)
+    _run("longmemeval", out, shared, judge, chosen, config, units, longmemeval.score, wanted(progress), json_out)
 
 
 def _folder(folder: Path):
@@ -290,7 +290,7 @@ def judge_cmd(
     """Grade a finished run's answers with an LLM judge (resumable), then rebuild its report with the labels."""
     from nemori_cli import deps
     from nemori_cli.bench.run import judge_missing
-    from nemori_cli.cli.ingest import _want_progress
+    from nemori_cli.cli.progress import wanted
     from nemori_cli.cli.progress import BenchBar
 
     log = _folder(folder)
@@ -299,7 +299,7 @@ def judge_cmd(
     settings = opt.settings(None, None, judge_model, None)
     preset = deps.llm_preset(settings)
     judge = judge_with(deps.build_llm(settings), preset.name)
-    bar = BenchBar(_want_progress(progress))
+    bar = BenchBar(wanted(progress))
     bar.set_total(len(log.of_kind("answer")))
     try:
         judge_missing(log, benchmark, judge, bar.question_done)

@@ -11,6 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from nemori_cli.cli import options as opt
+from nemori_cli.cli.progress import wanted
 from nemori_cli.cli.render import console, print_json
 from nemori_cli.errors import ConfigError, InputError
 
@@ -164,10 +165,6 @@ def _process(pipeline, *, flush: bool, show_progress: bool, user: str, max_token
         raise typer.Exit(130) from None
 
 
-def _want_progress(flag: bool | None) -> bool:
-    return sys.stderr.isatty() if flag is None else flag
-
-
 def ingest(
     source: Annotated[str, typer.Argument(help="JSON Lines file of messages, or - for stdin.", show_default=False)],
     fmt: Annotated[InputFormat, typer.Option("--format", "-f", help="jsonl, or locomo (a LoCoMo benchmark file).")] = InputFormat.jsonl,
@@ -211,7 +208,7 @@ def ingest(
     profile = _profile(session.db, memory, distill, integrate, facts, index)
     pipeline = session.pipeline(profile, window=window, notes=_amem_settings(neighbours))
     added = pipeline.add_messages(incoming, namespace)
-    report = _process(pipeline, flush=flush, show_progress=_want_progress(progress), user=session.user, max_tokens=max_tokens)
+    report = _process(pipeline, flush=flush, show_progress=wanted(progress), user=session.user, max_tokens=max_tokens)
     report.read, report.added = len(incoming), added
     _print_report(report, source, json_out, max_tokens)
 
@@ -241,7 +238,7 @@ def flush_cmd(
         return
     session.llm  # the model first, then the embedder, as ingest loads them
     pipeline = session.pipeline(profile, window=window, notes=_amem_settings(neighbours))
-    report = _process(pipeline, flush=True, show_progress=_want_progress(progress), user=session.user, max_tokens=max_tokens)
+    report = _process(pipeline, flush=True, show_progress=wanted(progress), user=session.user, max_tokens=max_tokens)
     _print_report(report, None, json_out, max_tokens)
 
 

@@ -8,6 +8,13 @@ from contextlib import contextmanager
 from nemori_cli.cli.render import console
 
 
+def wanted(flag: bool | None) -> bool:
+    """--progress/--quiet, or by default a bar only when stderr is a terminal."""
+    import sys
+
+    return sys.stderr.isatty() if flag is None else flag
+
+
 def rich_bar():
     """A rich progress display with the columns every command shows (not started)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn

@@ -54,21 +54,16 @@ class Native(MemoryMode):
     name = "native"
     help = "facts by prediction error, consolidated (new / merge / conflict)"
     kinds = frozenset({"fact"})
+    consolidated = True
 
     def episode_stages(self, profile: Profile) -> tuple[str, ...]:
-        return _fact_stages(profile, consolidated=True)
+        return _fact_stages(profile, consolidated=self.consolidated)
 
     def start(self, profile: Profile, tools: Tools) -> Worker:
-        return _FactWorker(profile, tools, consolidated=True)
+        return _FactWorker(profile, tools, consolidated=self.consolidated)
 
 
-class NaiveRag(MemoryMode):
+class NaiveRag(Native):
     name = "naive-rag"
     help = "the same facts appended with no consolidation"
-    kinds = frozenset({"fact"})
-
-    def episode_stages(self, profile: Profile) -> tuple[str, ...]:
-        return _fact_stages(profile, consolidated=False)
-
-    def start(self, profile: Profile, tools: Tools) -> Worker:
-        return _FactWorker(profile, tools, consolidated=False)
+    consolidated = False

@@ -42,8 +42,9 @@ class _MessageNotes(Worker):
 
 
 class Amem(MemoryMode):
+    """A-MEM notes from raw messages (one per message), no episodes."""
+
     name = "amem"
-    help = "A-MEM notes from raw messages (one per message), no episodes"
     makes_episodes = False
     distils_facts = False
     kinds = frozenset({"note"})
@@ -86,8 +87,9 @@ class _FactNotes(Worker):
 
 
 class NemoriAmem(MemoryMode):
+    """Nemori's episodes, its facts stored as A-MEM notes."""
+
     name = "nemori+amem"
-    help = "Nemori's episodes, its facts stored as A-MEM notes"
     kinds = frozenset({"note"})
 
     def normalise(self, profile: Profile) -> Profile:

@@ -87,7 +87,6 @@ class MemoryMode:
     """The defaults are an episodic mode's: episodes from the pending buffer, searched with their raw turns."""
 
     name: str = ""
-    help: str = ""  # one line for `--memory`'s help
     makes_episodes = True  # False: one unit of memory per raw message, no episodes at all
     distils_facts = True  # whether --facts/--no-facts applies
     kinds: frozenset[str] = frozenset()  # hit kinds it adds to retrieval besides episodes and raw turns

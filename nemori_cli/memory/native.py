@@ -51,8 +51,9 @@ def _fact_stages(profile: Profile, *, consolidated: bool) -> tuple[str, ...]:
 
 
 class Native(MemoryMode):
+    """Facts by prediction error, consolidated (new / merge / conflict)."""
+
     name = "native"
-    help = "facts by prediction error, consolidated (new / merge / conflict)"
     kinds = frozenset({"fact"})
     consolidated = True
 
@@ -64,6 +65,7 @@ class Native(MemoryMode):
 
 
 class NaiveRag(Native):
+    """The same facts appended with no consolidation."""
+
     name = "naive-rag"
-    help = "the same facts appended with no consolidation"
     consolidated = False

@@ -58,8 +58,9 @@ class _SummaryWorker(Worker):
 
 
 class Summary(MemoryMode):
+    """One running summary instead of facts."""
+
     name = "summary"
-    help = "one running summary instead of facts"
     distils_facts = False
     kinds = frozenset({"summary"})
 

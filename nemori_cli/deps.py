@@ -19,7 +19,7 @@ from nemori_cli.embed.base import Embedder, identity
 from nemori_cli.errors import ModelError
 from nemori_cli.llm.base import ChatBackend, StructuredLLM
 from nemori_cli.modelfiles import embedder_path, gguf_path
-from nemori_cli.store.db import Database
+from nemori_cli.store.db import Database, refuse_foreign, refuse_read_only, refuse_unusable
 
 if TYPE_CHECKING:
     from nemori_cli.memory.amem import AmemSettings
@@ -112,8 +112,12 @@ class Session:
     database file (checked to be embeddable first).
     """
 
-    def __init__(self, settings: Settings, *, create: bool = False):
+    def __init__(self, settings: Settings, *, create: bool = False, write: bool = False):
         self.settings, self.create = settings, create
+        if create or write:  # a command that writes learns now, before any model loads, that it cannot
+            refuse_unusable(settings.db_path, create=create)
+            refuse_read_only(settings.db_path)
+            refuse_foreign(settings.db_path)
 
     @property
     def user(self) -> str:
@@ -163,6 +167,6 @@ class Session:
             self.db.close()
 
 
-def session(settings: Settings, *, create: bool = False) -> Session:
-    """The one call an interface makes."""
-    return Session(settings, create=create)
+def session(settings: Settings, *, create: bool = False, write: bool = False) -> Session:
+    """The one call an interface makes; ``create`` allows a new file, ``write`` says the command writes to an existing one."""
+    return Session(settings, create=create, write=write)

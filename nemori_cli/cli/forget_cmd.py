@@ -15,7 +15,7 @@ import typer
 
 from nemori_cli.cli import options as opt
 from nemori_cli.cli.render import console, print_json
-from nemori_cli.errors import ConfigError, NemoriError
+from nemori_cli.errors import ConfigError, NemoriError, StoreError
 
 forget_app = typer.Typer(
     help="Delete memory for good: `forget episode ID`, `forget fact ID`, `forget note ID`, or `forget --user NAME --yes`.",
@@ -39,7 +39,7 @@ def _run(db_path: str | None, user: str | None, what: str, *args, vacuum: bool =
     from nemori_cli import deps
     from nemori_cli.store import forget as forget_sql
 
-    session = deps.session(opt.settings(db_path, user))
+    session = deps.session(opt.settings(db_path, user), write=True)
     settings, store = session.settings, session.db
 
     def reembed(text: str):
@@ -49,9 +49,14 @@ def _run(db_path: str | None, user: str | None, what: str, *args, vacuum: bool =
     try:
         with store.transaction():
             counts = getattr(forget_sql, f"forget_{what}")(store, settings.user, *args, **extra)
-        forget_sql.make_physical(store, vacuum=vacuum)
+        scrubbed = forget_sql.make_physical(store, vacuum=vacuum)
     finally:
         session.close()
+    if not scrubbed:  # the rows are gone from the memory; the old pages are not yet gone from the file
+        raise StoreError(
+            f"forgotten from the memory, but another process reading {settings.db_path} keeps the old text in the file "
+            "until it closes; run `nemori forget --scrub` then"
+        )
     return settings, counts
 
 
@@ -77,6 +82,9 @@ def forget_cmd(
         typer.Option("--user", "-u", help="Forget everything of this user. Named explicitly: NEMORI_USER is not used for this.", show_default=False),
     ] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before forgetting a whole user.")] = False,
+    scrub: Annotated[
+        bool, typer.Option("--scrub", help="Only scrub the file: fold the log in and VACUUM, so that what was forgotten is gone from the disk too.")
+    ] = False,
     db_path: opt.Db = None,
     json_out: opt.Json = False,
 ) -> None:
@@ -85,6 +93,9 @@ def forget_cmd(
         # `forget --user bob episode 3` means bob's episode 3, not NEMORI_USER's.
         ctx.obj = {"user": user, "db": db_path, "json": json_out}
         return
+    if scrub:
+        _scrub(db_path, json_out)
+        return
     if not user:
         raise ConfigError("say what to forget: `forget episode ID`, `forget fact ID` or `forget --user NAME --yes`")
     if not yes and not _interactive():
@@ -92,6 +103,23 @@ def forget_cmd(
     if not yes:
         _confirm(db_path, user)
     _forget(db_path, user, json_out, "user")
+
+
+def _scrub(db_path: str | None, json_out: bool) -> None:
+    from nemori_cli import deps
+    from nemori_cli.store import forget as forget_sql
+
+    session = deps.session(opt.settings(db_path, None), write=True)
+    try:
+        done = forget_sql.make_physical(session.db, vacuum=True)
+    finally:
+        session.close()
+    if not done:
+        raise StoreError(f"another process is reading {session.settings.db_path}; scrub again once it has closed")
+    if json_out:
+        print_json({"scrubbed": str(session.settings.db_path)})
+        return
+    _say(f"scrubbed {session.settings.db_path}")
 
 
 def _interactive() -> bool:

@@ -22,13 +22,9 @@ from typing import Any
 
 from nemori_cli import stages
 from nemori_cli.doctor import sample
-from nemori_cli import stages
 from nemori_cli.embed.base import Embedder, identity
-from nemori_cli import stages
 from nemori_cli.errors import NemoriError
-from nemori_cli import stages
 from nemori_cli.llm.base import StructuredLLM
-from nemori_cli import stages
 from nemori_cli.domain import CallRecord, EventRecord
 
 # The stages the probe runs and reports, in the method's order; ingest runs all but the last.

@@ -71,6 +71,11 @@ class Amem(MemoryMode):
     def start(self, profile: Profile, tools: Tools) -> Worker:
         return _MessageNotes(tools)
 
+    def searches_raw_turns(self, db: Database, user: str) -> bool:
+        # Each note is one raw message, with its attributes and links (what this mode is measured on);
+        # before any note is made (an interrupted first ingest), the raw turns are all there is.
+        return not note_sql.any_from_messages(db, user)
+
 
 class _FactNotes(Worker):
     def __init__(self, profile: Profile, tools: Tools):

@@ -132,6 +132,10 @@ class MemoryMode:
     def start(self, profile: Profile, tools: Tools) -> Worker:
         return Worker()
 
+    def searches_raw_turns(self, db: Database, user: str) -> bool:
+        """Whether raw turns are searched as hits of their own (not when each unit of memory already is one)."""
+        return True
+
     def always_shown(self, db: Database, user: str) -> list[Hit]:
         """Hits shown with every answer whatever was retrieved (the running summary)."""
         return []

@@ -126,7 +126,7 @@ def search(
         hits.extend(_fact_hits(db, user, query, query_vector, options))
     if options.notes and "note" in mode.kinds:
         hits.extend(_note_hits(db, user, query, query_vector, options))
-    if options.messages and mode.makes_episodes:  # otherwise each note already is one raw message
+    if options.messages and mode.searches_raw_turns(db, user):
         hits.extend(_message_hits(db, user, query, query_vector, options))
     if options.budget:
         hits = budget.select(hits, options.budget)

@@ -3,6 +3,12 @@
 CPython's own sqlite3 often cannot load extensions (it is built without
 enable_load_extension here, and on many macOS and pyenv Pythons), so the
 store uses apsw, which bundles a current SQLite on every platform.
+
+Concurrent writers: every unit of work takes the write lock when it starts
+(BEGIN IMMEDIATE), so a second writer waits for it (up to WRITE_WAIT_MS)
+instead of failing midway when a read turns into a write; readers are never
+blocked (WAL). What SQLite refuses (busy past the wait, a read-only file, a
+full disk) becomes one StoreError line, with the unit of work rolled back.
 """
 
 from __future__ import annotations
@@ -12,6 +18,8 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
+import os
+
 import apsw
 import sqlite_vec
 
@@ -19,6 +27,9 @@ from nemori_cli.errors import StoreError
 from nemori_cli.store.migrations import MIGRATIONS
 
 BUSY_TIMEOUT_MS = 10_000
+# A writer holds the lock through one episode's model calls (seconds to a
+# minute with a CPU model), so another writer waits long before giving up.
+WRITE_WAIT_MS = 600_000
 VECTOR_TABLES = ("episode_vec", "fact_vec", "note_vec", "message_vec")
 
 
@@ -34,10 +45,12 @@ class Database:
     """One connection to one nemori file. Use ``transaction()`` for each unit of work."""
 
     def __init__(self, path: Path, *, create: bool = True):
+        """Open (``create``: or make) a nemori file; another application's SQLite file is refused, never changed."""
         self.path = Path(path)
-        if not create and not self.path.exists():
-            raise StoreError(f"no database at {self.path} (--db / NEMORI_DB); run `nemori ingest` first")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        memory = str(self.path) == ":memory:"
+        if not memory:
+            refuse_unusable(self.path, create=create)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self.conn = apsw.Connection(str(self.path))
         except apsw.Error as e:
@@ -48,19 +61,61 @@ class Database:
         self.conn.load_extension(sqlite_vec.loadable_path())
         self.conn.enable_load_extension(False)
         try:
+            if not memory and self.path.stat().st_size > 0 and not self._is_nemori():
+                self.conn.close()
+                raise _foreign_error(self.path)
             self.conn.execute("PRAGMA journal_mode = WAL")
             self.conn.execute("PRAGMA foreign_keys = ON")
             self._migrate()
             self._ensure_vector_tables()
         except apsw.NotADBError:
             raise StoreError(f"{self.path} is not a SQLite database") from None
+        except (apsw.ReadOnlyError, apsw.CantOpenError) as e:
+            raise StoreError(f"{self.path} cannot be written ({e}); nemori needs write access to the file and its folder") from None
+
+    def _is_nemori(self) -> bool:
+        """Whether this file holds nemori's schema (or nothing at all yet)."""
+        tables = {r["name"] for r in self.query("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        return not tables or "schema_migrations" in tables
 
     # -- plumbing ---------------------------------------------------------
     @contextmanager
     def transaction(self) -> Iterator[apsw.Connection]:
-        """All or nothing: an exception (Ctrl-C included) rolls everything back."""
+        """All or nothing: an exception (Ctrl-C included) rolls everything back.
+
+        The outermost one takes the write lock first (waiting for another
+        writer); a nested one is a savepoint inside it.
+        """
+        if not self.conn.in_transaction:
+            with self._writing():
+                self.conn.set_busy_timeout(WRITE_WAIT_MS)
+                try:
+                    self.conn.execute("BEGIN IMMEDIATE")
+                finally:
+                    self.conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+                try:
+                    yield self.conn
+                except BaseException:
+                    self.conn.execute("ROLLBACK")
+                    raise
+                self.conn.execute("COMMIT")
+            return
         with self.conn:
             yield self.conn
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """SQLite's refusals of a write, as one line each (the transaction is rolled back by then)."""
+        try:
+            yield
+        except apsw.BusyError:
+            raise StoreError(
+                f"{self.path} stayed locked by another writer for {WRITE_WAIT_MS // 1000} s; nothing of this unit was written: rerun to resume"
+            ) from None
+        except apsw.ReadOnlyError:
+            raise StoreError(f"{self.path} is read-only; nothing was written") from None
+        except apsw.FullError:
+            raise StoreError(f"the disk holding {self.path} is full; this unit of work was rolled back: free space and rerun to resume") from None
 
     def query(self, sql: str, params: tuple | dict = ()) -> list[dict]:
         return list(self.conn.execute(sql, params))
@@ -69,33 +124,45 @@ class Database:
         rows = self.query(sql, params)
         return rows[0] if rows else None
 
-    def checkpoint(self) -> None:
-        """Fold the write-ahead log into the file: reads after a big ingest stay fast."""
-        self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    def checkpoint(self) -> bool:
+        """Fold the write-ahead log into the file: reads after a big ingest stay fast.
+
+        False when a reader's open snapshot kept part of the log from being
+        folded in (after the busy timeout): the file then still holds pages
+        from before the last commits, which matters only to forget.
+        """
+        row = self.one("PRAGMA wal_checkpoint(TRUNCATE)")
+        return not row or (row["busy"] == 0 and row["log"] == row["checkpointed"])
 
     def close(self) -> None:
         self.conn.close()
 
     # -- schema -----------------------------------------------------------
     def _migrate(self) -> None:
-        with self.conn:
+        """Apply the migrations this file lacks, each with its record in one transaction; an up-to-date file is only read."""
+        newest_known = max(m[0] for m in MIGRATIONS)
+        if self._applied() and max(self._applied()) >= newest_known:
+            if max(self._applied()) > newest_known:
+                raise StoreError(f"{self.path} was written by a newer nemori (schema {max(self._applied())}); upgrade nemori")
+            return
+        with self.transaction():
             self.conn.execute(
                 "CREATE TABLE IF NOT EXISTS schema_migrations ("
                 " id INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
             )
-        done = {r["id"] for r in self.query("SELECT id FROM schema_migrations")}
-        newest_known = max(m[0] for m in MIGRATIONS)
-        if done and max(done) > newest_known:
-            raise StoreError(f"{self.path} was written by a newer nemori (schema {max(done)}); upgrade nemori")
         for number, name, sql in MIGRATIONS:
-            if number in done:
-                continue
-            with self.conn:  # the migration and its record, together
+            with self.transaction():  # the migration and its record, together; read again under the lock (another process may have run it)
+                if number in self._applied():
+                    continue
                 self.conn.execute(sql)
                 self.conn.execute(
                     "INSERT INTO schema_migrations(id, name, applied_at) VALUES (?, ?, ?)",
                     (number, name, now_iso()),
                 )
+
+    def _applied(self) -> set[int]:
+        exists = self.one("SELECT 1 AS x FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'")
+        return {r["id"] for r in self.query("SELECT id FROM schema_migrations")} if exists else set()
 
     def schema_version(self) -> int:
         row = self.one("SELECT max(id) AS v FROM schema_migrations")
@@ -154,3 +221,49 @@ class Database:
 
     def has_vectors(self) -> bool:
         return self.embedder_identity() is not None
+
+
+def refuse_unusable(path: Path, *, create: bool) -> None:
+    """Refuse, before anything is opened or loaded, a path a command cannot use: one StoreError line."""
+    if path.is_dir():
+        raise StoreError(f"{path} is a directory, not a database file (--db / NEMORI_DB)")
+    if not path.exists():
+        if not create:
+            raise StoreError(f"no database at {path} (--db / NEMORI_DB); run `nemori ingest` first")
+        return
+    wal = path.with_name(path.name + "-wal")
+    if path.stat().st_size == 0 and not (wal.exists() and wal.stat().st_size) and not create:
+        raise StoreError(f"{path} is an empty file, not a nemori database; run `nemori ingest` to make one there")
+
+
+def refuse_read_only(path: Path) -> None:
+    """A command that writes refuses a file (or folder, for the WAL's side files) it may not write, before a model loads."""
+    folder = path.parent if str(path.parent) else Path(".")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise StoreError(f"{path} is read-only; nemori needs to write to it")
+    if folder.exists() and not os.access(folder, os.W_OK):
+        raise StoreError(f"{folder} is read-only; nemori writes {path.name} and its -wal and -shm files there")
+
+
+def refuse_foreign(path: Path) -> None:
+    """A command that writes refuses another application's SQLite file before a model loads (a read-only peek)."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    from urllib.parse import quote
+
+    try:
+        conn = apsw.Connection(f"file:{quote(str(path.resolve()))}?mode=ro", flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+        try:
+            tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            conn.close()
+    except apsw.NotADBError:
+        raise StoreError(f"{path} is not a SQLite database") from None
+    except apsw.Error:
+        return  # what cannot be read this way is met, with its own message, when the file is opened
+    if tables and "schema_migrations" not in tables:
+        raise _foreign_error(path)
+
+
+def _foreign_error(path: Path) -> StoreError:
+    return StoreError(f"{path} is a SQLite database of another application (no nemori schema); use another --db")

@@ -23,6 +23,8 @@ Why each step is needed for "gone from the file":
 
 from __future__ import annotations
 
+import apsw
+
 import json
 from collections.abc import Callable
 
@@ -295,12 +297,21 @@ def forget_user(db: Database, user: str) -> dict[str, int]:
     return counts
 
 
-def make_physical(db: Database, *, vacuum: bool = False) -> None:
-    """After the commit: rewrite the text indexes, optionally VACUUM, fold the WAL in."""
+def make_physical(db: Database, *, vacuum: bool = False) -> bool:
+    """After the commit: rewrite the text indexes, optionally VACUUM, fold the WAL in.
+
+    False when another process's open read kept the old pages in the file
+    (the rows are gone from the memory either way); running this again once
+    that reader has closed finishes the job.
+    """
     _secure(db)
     with db.transaction():
         for fts in TEXT_INDEXES:
             db.conn.execute(f"INSERT INTO {fts}({fts}) VALUES ('optimize')")
+    done = True
     if vacuum:
-        db.conn.execute("VACUUM")
-    db.checkpoint()
+        try:
+            db.conn.execute("VACUUM")
+        except apsw.BusyError:
+            done = False
+    return db.checkpoint() and done

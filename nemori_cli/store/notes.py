@@ -204,6 +204,11 @@ def unnoted_backlog(db: Database, user: str) -> Backlog:
     return Backlog(int(row["n"]), int(row["chars"])) if row else Backlog(0, 0)
 
 
+def any_from_messages(db: Database, user: str) -> bool:
+    """Whether any of this user's notes is a raw message itself (--memory amem), not a distilled fact."""
+    return db.one("SELECT 1 AS x FROM notes WHERE user_id = ? AND message_id IS NOT NULL LIMIT 1", (user,)) is not None
+
+
 def count_unnoted(db: Database, user: str) -> int:
     return unnoted_backlog(db, user).messages
 

@@ -216,6 +216,19 @@ def test_amem_mode_makes_one_note_per_message_resumably_and_idempotently(db, llm
     assert {"note", "linking"} <= stages
 
 
+def test_an_amem_memory_is_read_by_its_raw_turns_until_its_first_note(db, llm, backend, embedder):
+    """An interrupted first ingest leaves messages without notes: ask still reads them, then reads notes instead."""
+    Script(backend, decide=lambda ids: {"links": [], "updates": []})
+    pipe = Pipeline(db, "u", llm, embedder, profile=resolve(db, {"memory": "amem"}))
+    pipe.add_messages(chat(3))
+    options = SearchOptions(k=0, facts=0, notes=5, messages=5, mode="text")
+    hits, _ = search(db, "u", embedder, "Malta", options)
+    assert [h.kind for h in hits] == ["message"]
+    pipe.process(flush=True)
+    hits, _ = search(db, "u", embedder, "Malta", options)
+    assert [h.kind for h in hits] == ["note"]  # each note is one raw message: no turn twice
+
+
 def test_a_memory_built_as_amem_refuses_other_methods(db, llm, backend, embedder):
     Pipeline(db, "u", llm, embedder, profile=resolve(db, {"memory": "amem"})).add_messages(chat(1))
     assert resolve(db, {}) == Profile(memory="amem")

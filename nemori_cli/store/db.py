@@ -151,14 +151,17 @@ class Database:
                 " id INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
             )
         for number, name, sql in MIGRATIONS:
-            with self.transaction():  # the migration and its record, together; read again under the lock (another process may have run it)
-                if number in self._applied():
-                    continue
-                self.conn.execute(sql)
-                self.conn.execute(
-                    "INSERT INTO schema_migrations(id, name, applied_at) VALUES (?, ?, ?)",
-                    (number, name, now_iso()),
-                )
+            try:
+                with self.transaction():  # the migration and its record, together; read again under the lock (another process may have run it)
+                    if number in self._applied():
+                        continue
+                    self.conn.execute(sql)
+                    self.conn.execute(
+                        "INSERT INTO schema_migrations(id, name, applied_at) VALUES (?, ?, ?)",
+                        (number, name, now_iso()),
+                    )
+            except (apsw.SQLError, apsw.ConstraintError) as e:
+                raise StoreError(f"{self.path}: upgrading to schema {number} ({name}) failed ({e}); the file is unchanged at schema {number - 1}") from None
 
     def _applied(self) -> set[int]:
         exists = self.one("SELECT 1 AS x FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'")

@@ -1,0 +1,193 @@
+"""Crash and concurrency trials against the real stack, with figures for docs/RELIABILITY.md.
+
+    python scripts/fault_campaign.py --kills 50 --seed 1 --out docs/bench/faults-kill.json
+    python scripts/fault_campaign.py --quick          # what the test suite runs: a few trials of each
+
+Every trial runs the `nemori` command in a subprocess on a real SQLite file
+with a real model (`tiny` by default) and checks the file afterwards:
+
+- **kill**: `ingest` killed at a seeded random moment (SIGKILL, and some
+  SIGINT and SIGTERM), then `flush` resumes. Checked: every message stored
+  once; each in exactly one live episode, or with exactly one note (amem);
+  no episode without messages; no fact without a source episode; `PRAGMA
+  integrity_check` ok; the message and pending counts equal an
+  uninterrupted run's. Episode and fact counts are reported beside the
+  uninterrupted run's: a resumed run partitions from where it stopped, so
+  its windows, and the episodes cut from them, may differ.
+- **writers**: N `ingest` processes started together on one file, each with
+  its own user (and, with --same-user, N copies of one user's chat).
+  Checked: every exit 0, no traceback, nothing lost or doubled.
+
+The checks read the file with apsw directly, not through nemori's code, so
+a bug in nemori's own reading cannot hide a bug in its writing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import apsw
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE = REPO / "examples" / "chat.jsonl"
+
+
+def nemori(args: list[str], env: dict, **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "nemori_cli", *args], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+
+
+def finish(proc: subprocess.Popen, timeout: float = 1800) -> tuple[int, str]:
+    _, err = proc.communicate(timeout=timeout)
+    return proc.returncode, err.decode(errors="replace")
+
+
+def check(path: Path, messages_expected: int, mode: str) -> dict:
+    """What the file holds, read with plain SQL, and the invariants that must hold."""
+    conn = apsw.Connection(str(path))
+    one = lambda sql: conn.execute(sql).fetchall()[0][0]  # noqa: E731
+    result = {
+        "integrity": one("PRAGMA integrity_check"),
+        "messages": one("SELECT count(*) FROM messages"),
+        "distinct_keys": one("SELECT count(DISTINCT user_id || msg_key) FROM messages"),
+        "pending": one("SELECT count(*) FROM messages WHERE episode_id IS NULL") if mode != "amem" else one(
+            "SELECT count(*) FROM messages m WHERE NOT EXISTS (SELECT 1 FROM notes n WHERE n.message_id = m.id)"
+        ),
+        "episodes": one("SELECT count(*) FROM episodes WHERE status = 'active'"),
+        "facts": one("SELECT count(*) FROM facts WHERE status = 'active'"),
+        "notes": one("SELECT count(*) FROM notes"),
+        "orphan_messages": one(
+            "SELECT count(*) FROM messages m WHERE m.episode_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM episodes e WHERE e.id = m.episode_id)"
+        ),
+        "empty_episodes": one(
+            "SELECT count(*) FROM episodes e WHERE e.status = 'active' AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.episode_id = e.id)"
+        ),
+        "unsourced_facts": one("SELECT count(*) FROM facts f WHERE NOT EXISTS (SELECT 1 FROM fact_sources s WHERE s.fact_id = f.id)"),
+        "doubled_notes": one("SELECT count(*) - count(DISTINCT message_id) FROM notes WHERE message_id IS NOT NULL"),
+    }
+    conn.close()
+    problems = []
+    if result["integrity"] != "ok":
+        problems.append(f"integrity_check: {result['integrity']}")
+    if result["messages"] != messages_expected:
+        problems.append(f"{result['messages']} messages stored, {messages_expected} expected")
+    if result["distinct_keys"] != result["messages"]:
+        problems.append("a message stored twice")
+    for key in ("pending", "orphan_messages", "empty_episodes", "unsourced_facts", "doubled_notes"):
+        if result[key]:
+            problems.append(f"{key}: {result[key]}")
+    result["problems"] = problems
+    return result
+
+
+def kill_trial(rng: random.Random, work: Path, env: dict, mode: str, reference_seconds: float, sig: int) -> dict:
+    db = work / f"kill-{rng.randrange(10**9)}.db"
+    delay = rng.uniform(0.3, max(0.5, reference_seconds * 0.9))
+    proc = nemori(["ingest", str(EXAMPLE), "--db", str(db), "--memory", mode, "--quiet"], env)
+    time.sleep(delay)
+    interrupted = proc.poll() is None
+    if interrupted:
+        proc.send_signal(sig)
+    code, err = finish(proc)
+    resumed_code, resumed_err = (0, "")
+    if db.exists():
+        resumed_code, resumed_err = finish(nemori(["flush", "--db", str(db), "--quiet"], env))
+    state = check(db, _lines(EXAMPLE), mode) if db.exists() else {"problems": ["no database file after the rerun"]}
+    tracebacks = [e for e in (err, resumed_err) if "Traceback" in e]
+    if resumed_code != 0:
+        state["problems"].append(f"flush exited {resumed_code}: {resumed_err.strip()[-200:]}")
+    if tracebacks:
+        state["problems"].append("a traceback reached the user")
+    db.unlink(missing_ok=True)
+    for side in ("-wal", "-shm"):
+        Path(str(db) + side).unlink(missing_ok=True)
+    return {"mode": mode, "signal": signal.Signals(sig).name, "after_s": round(delay, 2), "interrupted": interrupted, "exit": code, **state}
+
+
+def writers_trial(work: Path, env: dict, count: int, same_user: bool) -> dict:
+    db = work / f"writers-{count}-{'same' if same_user else 'users'}.db"
+    started = time.perf_counter()
+    procs = [nemori(["ingest", str(EXAMPLE), "--db", str(db), "--user", "u" if same_user else f"u{i}", "--quiet"], env) for i in range(count)]
+    outcomes = [finish(p) for p in procs]
+    seconds = time.perf_counter() - started
+    expected = _lines(EXAMPLE) * (1 if same_user else count)
+    state = check(db, expected, "native")
+    for code, err in outcomes:
+        if code != 0:
+            state["problems"].append(f"exit {code}: {err.strip()[-200:]}")
+        if "Traceback" in err:
+            state["problems"].append("a traceback reached the user")
+    return {"writers": count, "same_user": same_user, "seconds": round(seconds, 1), **state}
+
+
+def _lines(path: Path) -> int:
+    return sum(1 for line in path.read_text().splitlines() if line.strip())
+
+
+def reference(work: Path, env: dict, mode: str) -> dict:
+    db = work / f"reference-{mode}.db"
+    started = time.perf_counter()
+    code, err = finish(nemori(["ingest", str(EXAMPLE), "--db", str(db), "--memory", mode, "--quiet"], env))
+    if code != 0:
+        raise SystemExit(f"the uninterrupted {mode} run failed ({code}): {err.strip()[-300:]}")
+    return {"mode": mode, "seconds": round(time.perf_counter() - started, 1), **check(db, _lines(EXAMPLE), mode)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kills", type=int, default=50, help="kill trials in all (split between the modes)")
+    parser.add_argument("--modes", default="native,amem")
+    parser.add_argument("--writers", default="2,4", help="concurrent ingest processes per writers trial")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--model", default="tiny")
+    parser.add_argument("--quick", action="store_true", help="4 kill trials and 2 writers: what the test suite runs")
+    parser.add_argument("--out", type=Path, help="JSON record of every trial")
+    args = parser.parse_args()
+    if args.quick:
+        args.kills, args.writers = 4, "2"
+    rng = random.Random(args.seed)
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("NEMORI_") or k == "NEMORI_CACHE_DIR"}, "NEMORI_MODEL": args.model}
+    modes = args.modes.split(",")
+    record: dict = {"command": " ".join(sys.argv), "model": args.model, "seed": args.seed, "input": str(EXAMPLE.relative_to(REPO))}
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        env["NEMORI_CACHE_DIR"] = env.get("NEMORI_CACHE_DIR") or str(work / "cache")
+        record["reference"] = [reference(work, env, m) for m in modes]
+        seconds = {r["mode"]: r["seconds"] for r in record["reference"]}
+        signals = [signal.SIGKILL] * 8 + [signal.SIGINT, signal.SIGTERM]  # mostly kill -9
+        kills = []
+        for i in range(args.kills):
+            mode = modes[i % len(modes)]
+            kills.append(kill_trial(rng, work, env, mode, seconds[mode], signals[i % len(signals)]))
+            print(f"kill {i + 1}/{args.kills}: {kills[-1]['mode']} {kills[-1]['signal']} after {kills[-1]['after_s']} s: "
+                  f"{'ok' if not kills[-1]['problems'] else kills[-1]['problems']}", file=sys.stderr)
+        record["kills"] = kills
+        record["writers"] = [writers_trial(work, env, int(n), same) for n in args.writers.split(",") for same in (False, True)]
+    failed = [t for t in record["kills"] + record["writers"] if t["problems"]]
+    record["summary"] = {
+        "kill_trials": len(record["kills"]),
+        "interrupted": sum(t["interrupted"] for t in record["kills"]),
+        "kill_trials_with_problems": sum(bool(t["problems"]) for t in record["kills"]),
+        "writer_trials": len(record["writers"]),
+        "writer_trials_with_problems": sum(bool(t["problems"]) for t in record["writers"]),
+    }
+    text = json.dumps(record, indent=1)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text + "\n")
+    print(json.dumps(record["summary"]))
+    for t in failed:
+        print(f"PROBLEM: {t}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

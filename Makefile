@@ -7,7 +7,7 @@ NEMORI := $(VENV)/bin/nemori
 STAMP  := $(VENV)/.installed
 DEMO_DB ?= .nemori-demo/demo.db
 
-.PHONY: install demo test unit integration bench-search bench-locomo bench-locomo-long bench-longmemeval clean
+.PHONY: install demo test unit integration faults bench-search bench-locomo bench-locomo-long bench-longmemeval clean
 
 install: $(STAMP)
 
@@ -39,6 +39,13 @@ unit: install
 
 integration: install
 	$(PY) -m pytest -q tests/integration
+
+# The fault campaign of docs/RELIABILITY.md: kill -9 trials and concurrent writers with the tiny
+# model, then hostile input with hypothesis at >= 1,000 examples per test (about 40 minutes).
+KILLS ?= 50
+faults: install
+	$(PY) scripts/fault_campaign.py --kills $(KILLS) --seed 1 --out docs/bench/faults-campaign.json
+	HYPOTHESIS_PROFILE=campaign $(PY) -m pytest -q tests/unit/test_hostile_input.py
 
 bench-search: install
 	$(PY) scripts/bench_search.py --sizes 1000,10000 --queries 200 --out docs/SEARCH_LATENCY.md

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import tomllib
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,6 +45,8 @@ class LLMPreset:
     base_url: str | None = None  # openai
     model: str | None = None  # openai
     api_key_env: str | None = None  # openai: the NAME of the variable holding the key
+    timeout: float = 120.0  # openai: seconds to wait for one answer (a slow CPU server needs long)
+    connect_timeout: float = 5.0  # openai: seconds to wait for the connection itself
 
 
 @dataclass(frozen=True)
@@ -104,7 +107,16 @@ def _llm_from(name: str, raw: dict, source: Path) -> LLMPreset:
         base_url=raw.get("base_url"),
         model=raw.get("model"),
         api_key_env=raw.get("api_key_env"),
+        timeout=_seconds(raw, "timeout", 120.0, name, source),
+        connect_timeout=_seconds(raw, "connect_timeout", 5.0, name, source),
     )
+
+
+def _seconds(raw: dict, key: str, default: float, name: str, source: Path) -> float:
+    value = raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ConfigError(f"{source}: [llm.{name}] {key} must be a positive number of seconds, not {value!r}")
+    return float(value)
 
 
 def _embedder_from(name: str, raw: dict, source: Path) -> EmbedderPreset:
@@ -172,6 +184,29 @@ def resolve_embedder(presets: Presets, name: str | None) -> EmbedderPreset:
     raise ConfigError(f"unknown embedder {name!r} (--embedder / NEMORI_EMBEDDER); presets: {known}")
 
 
+def _check_user(name: str) -> None:
+    """A user name is stored and printed: no lone surrogates (undecodable bytes on the command line), no control characters."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigError(f"--user / NEMORI_USER {name!r} is not valid text (undecodable bytes?)") from None
+    if any(unicodedata.category(c) == "Cc" for c in name):
+        raise ConfigError(f"--user / NEMORI_USER {name!r} holds a control character; expected a plain name")
+
+
+def _threads(value: str | None) -> int | None:
+    """NEMORI_THREADS: a positive whole number; unset or empty means the default."""
+    if value is None or not value.strip():
+        return None
+    try:
+        threads = int(value)
+    except ValueError:
+        threads = 0
+    if threads < 1:
+        raise ConfigError(f"NEMORI_THREADS={value!r}: expected a positive whole number of threads, e.g. 4")
+    return threads
+
+
 @dataclass
 class Settings:
     """Everything a command needs to know, resolved once."""
@@ -197,10 +232,12 @@ class Settings:
     ) -> "Settings":
         env = os.environ
         db_path = Path(db or env.get("NEMORI_DB") or _user_dir("data") / "nemori.db").expanduser()
-        user_name = user or env.get("NEMORI_USER") or "default"
+        # Only a user given nowhere is "default": an empty --user or NEMORI_USER is a mistake, not a choice.
+        user_name = user if user is not None else env.get("NEMORI_USER", "default")
         if not user_name.strip():
             raise ConfigError("--user / NEMORI_USER must not be empty")
-        threads = env.get("NEMORI_THREADS")
+        _check_user(user_name)
+        threads = _threads(env.get("NEMORI_THREADS"))
         cache = env.get("NEMORI_CACHE_DIR")
         return cls(
             db_path=db_path,
@@ -208,7 +245,7 @@ class Settings:
             model=model or env.get("NEMORI_MODEL") or None,
             embedder=embedder or env.get("NEMORI_EMBEDDER") or None,
             answer_model=answer_model or env.get("NEMORI_ANSWER_MODEL") or None,
-            threads=int(threads) if threads else None,
+            threads=threads,
             cache_dir=Path(cache).expanduser() if cache else _user_dir("cache"),
             prefix_cache=env.get("NEMORI_PREFIX_CACHE", "1") != "0",
         )

@@ -46,7 +46,12 @@ def build_backend(preset: LLMPreset, settings: Settings) -> ChatBackend:
 
         key = api_key_from_env(preset.api_key_env)
         backend: ChatBackend = OpenAICompatBackend(
-            name=preset.name, base_url=preset.base_url or "", model=preset.model or "", api_key=key
+            name=preset.name,
+            base_url=preset.base_url or "",
+            model=preset.model or "",
+            api_key=key,
+            timeout=preset.timeout,
+            connect_timeout=preset.connect_timeout,
         )
         backend.check_reachable()
     else:
@@ -147,6 +152,14 @@ class Session:
         """Refuse an unknown answer preset before anything loads."""
         answer_preset(self.settings)
 
+    def check_answer_endpoint(self) -> None:
+        """An answer model that is an endpoint is probed now, before the embedder loads: a dead one fails at once, not after that load.
+
+        Only an endpoint: a GGUF model is loaded after the embedder, which is cheaper and may be refused first.
+        """
+        if answer_preset(self.settings).kind == "openai":
+            self.answer_llm
+
     @property
     def mode(self) -> MemoryMode:
         from nemori_cli.memory.profile import mode_of
@@ -158,8 +171,10 @@ class Session:
         from nemori_cli.memory.amem import AmemSettings
         from nemori_cli.pipeline.runner import Pipeline
 
+        # stop_when_every_call_fails: a model that answers nothing usable stops the run, the work pending (runner.py).
         return Pipeline(
-            self.db, self.user, self.llm, self.embedder, window=window, profile=profile, semantic=semantic_settings(self.settings), notes=notes or AmemSettings()
+            self.db, self.user, self.llm, self.embedder, window=window, profile=profile, semantic=semantic_settings(self.settings), notes=notes or AmemSettings(),
+            stop_when_every_call_fails=True,
         )
 
     def close(self) -> None:

@@ -56,3 +56,17 @@ def locomo_file() -> Path:
     if not path.is_file():
         pytest.skip(f"LoCoMo development data not found at {path} (clone with ../shared beside the project)")
     return path
+
+
+# -- hypothesis: a quick profile for every run, a long one for a fault campaign ----
+# HYPOTHESIS_PROFILE=campaign runs 1000 examples per property test; the default
+# keeps tests/unit fast. No deadline: this machine is often busy, and a slow
+# example is not a wrong one.
+import os  # noqa: E402
+
+from hypothesis import HealthCheck, settings as hypothesis_settings  # noqa: E402
+
+_HOSTILE = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+hypothesis_settings.register_profile("unit", max_examples=100, **_HOSTILE)
+hypothesis_settings.register_profile("campaign", max_examples=1000, **_HOSTILE)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "unit"))

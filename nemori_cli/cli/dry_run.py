@@ -72,6 +72,7 @@ def plan(
         for msg, key in zip(incoming, message_sql.keys_for(incoming, namespace)):
             first.setdefault(key, len(msg.content))
         stored = message_sql.stored_keys(db, settings.user, list(first)) if db is not None else set()
+        changed = message_sql.changed_keys(db, settings.user, incoming, namespace) if db is not None else []
         new = {k: chars for k, chars in first.items() if k not in stored}
         pending = profile.mode.backlog(db, settings.user) if db is not None else Backlog(0, 0)
         model_id = rates.model_id(llm)
@@ -97,6 +98,8 @@ def plan(
         "read": len(incoming),
         "new": len(new),
         "already_stored": len(stored),
+        "changed": len(changed),  # of those, stored under their id with other content: the stored text stays
+        "changed_ids": [key.removeprefix(f"id:{namespace}") for key in changed[:5]],  # for the stderr note
         "pending": pending.messages,
         **_estimate_json(est),
     }
@@ -139,7 +142,9 @@ def render(data: dict, source: str, json_out: bool) -> None:
     where = data["db"] if data["db_exists"] else f"{data['db']} (does not exist yet)"
     lines = [
         f"dry run: nothing written, no model loaded; database {where}, user {data['user']}",
-        f"read {data['read']} messages from {source}: {data['new']} new, {data['already_stored']} already stored; "
+        f"read {data['read']} messages from {source}: {data['new']} new, {data['already_stored']} already stored"
+        + (f" ({data['changed']} with different content, kept as stored)" if data["changed"] else "")
+        + "; "
         f"{data['pending']} already pending",
         f"to process: {data['messages']} messages, {data['characters']:,} characters, "
         + (

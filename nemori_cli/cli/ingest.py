@@ -12,7 +12,7 @@ import typer
 
 from nemori_cli.cli import options as opt
 from nemori_cli.cli.progress import wanted
-from nemori_cli.cli.render import console, print_json
+from nemori_cli.cli.render import console, print_json, warn_changed
 from nemori_cli.errors import ConfigError, InputError
 
 
@@ -108,6 +108,11 @@ def _profile(store, memory, distill, integrate, facts, index):
     )
 
 
+def shown_name(source: str) -> str:
+    """The file name as errors and reports print it: quoted when it holds a newline or undecodable bytes."""
+    return source if source.isprintable() else repr(source)
+
+
 def _read(source: str, fmt: InputFormat, sample: str | None, default_ts: str | None, sessions: str | None):
     from nemori_cli.pipeline import readers
 
@@ -120,10 +125,15 @@ def _read(source: str, fmt: InputFormat, sample: str | None, default_ts: str | N
     if source == "-":
         stream, name = sys.stdin.buffer, "<stdin>"
     else:
-        path = Path(source)
+        path, name = Path(source), shown_name(source)
+        if path.is_dir():
+            raise InputError(f"{name}: is a directory; expected a file of messages")
         if not path.is_file():
-            raise InputError(f"{source}: no such file")
-        stream, name = path.open("rb"), source
+            raise InputError(f"{name}: no such file")
+        try:
+            stream = path.open("rb")
+        except OSError as e:
+            raise InputError(f"{name}: cannot be read ({e.strerror or e})") from None
     try:
         if fmt is InputFormat.locomo:
             messages = readers.read_locomo(stream, name, sample_id=sample)
@@ -134,6 +144,13 @@ def _read(source: str, fmt: InputFormat, sample: str | None, default_ts: str | N
     finally:
         if stream is not sys.stdin.buffer:
             stream.close()
+
+
+def _changed_ids(db, user: str, incoming, namespace: str) -> list[str]:
+    """The ids of messages already stored under their id with other content (kept as stored), in input order."""
+    from nemori_cli.store.messages import changed_keys
+
+    return [key.removeprefix(f"id:{namespace}") for key in changed_keys(db, user, incoming, namespace)]
 
 
 def _only_sessions(messages, sessions: str | None, name: str):
@@ -194,6 +211,7 @@ def ingest(
     _check_budget(max_tokens)
     settings = opt.settings(db_path, user, model, embedder)
     incoming, namespace = _read(source, fmt, sample, default_timestamp, sessions)
+    source = shown_name(source)  # as reports print it
     if dry_run:
         from nemori_cli.cli import dry_run as dry
 
@@ -201,6 +219,7 @@ def ingest(
             return _profile(store, memory, distill, integrate, facts, index)
 
         plan = dry.plan(settings, incoming, namespace, window=window, profile_of=profile_of, max_tokens=max_tokens)
+        warn_changed(plan["changed"], plan.pop("changed_ids"), would=True)
         dry.render(plan, source, json_out)
         return
     session = deps.session(settings, create=True)
@@ -208,8 +227,10 @@ def ingest(
     profile = _profile(session.db, memory, distill, integrate, facts, index)
     pipeline = session.pipeline(profile, window=window, notes=_amem_settings(neighbours))
     added = pipeline.add_messages(incoming, namespace)
+    changed = _changed_ids(session.db, session.user, incoming, namespace)
+    warn_changed(len(changed), changed)
     report = _process(pipeline, flush=flush, show_progress=wanted(progress), user=session.user, max_tokens=max_tokens)
-    report.read, report.added = len(incoming), added
+    report.read, report.added, report.changed = len(incoming), added, len(changed)
     _print_report(report, source, json_out, max_tokens)
 
 
@@ -229,7 +250,7 @@ def flush_cmd(
     from nemori_cli.memory.profile import resolve
 
     _check_budget(max_tokens)
-    session = deps.session(opt.settings(db_path, user, model, embedder))
+    session = deps.session(opt.settings(db_path, user, model, embedder), write=True)
     profile = resolve(session.db, {})
     if profile.mode.backlog(session.db, session.user).messages == 0:
         from nemori_cli.pipeline.runner import IngestReport
@@ -242,16 +263,40 @@ def flush_cmd(
     _print_report(report, None, json_out, max_tokens)
 
 
+# A run in which most LLM calls gave no usable answer still built its memory,
+# from the stages' deterministic fallbacks, so it exits 0; but it says so, once,
+# on stderr. (A run in which every call failed stores nothing and exits 3: the
+# runner's stop_when_every_call_fails.)
+WARN_MIN_CALLS = 3
+WARN_SHARE = 0.5
+
+
+def fallback_warning(report) -> str | None:
+    """The warning line for a run whose LLM calls mostly failed or fell back (more than WARN_SHARE of at least WARN_MIN_CALLS), else None."""
+    bad = max(report.llm_failed, report.fallbacks)
+    if report.llm_calls < WARN_MIN_CALLS or bad <= WARN_SHARE * report.llm_calls:
+        return None
+    return (
+        f"nemori: warning: {report.llm_failed} of {report.llm_calls} LLM calls in this run ({report.llm_failed / report.llm_calls:.0%}) "
+        f"gave no usable answer and {report.fallbacks} steps fell back to deterministic rules, so much of this memory was built without the model: "
+        "see `nemori stats`, and check the model with `nemori doctor`"
+    )
+
+
 def _print_report(report, source: str | None, json_out: bool, max_tokens: int | None = None) -> None:
     if report.stopped_by_budget:  # on stderr in both modes: stdout stays the report
         sys.stderr.write(
             f"nemori: token budget of {max_tokens} reached after {report.tokens_used} tokens; {report.pending} messages pending; "
             "rerun the same command (or `nemori flush`) to continue\n"
         )
+    warning = fallback_warning(report)
+    if warning:
+        sys.stderr.write(warning + "\n")
     if json_out:
         print_json({"source": source, **vars(report), "seconds": round(report.seconds, 2)})
         return
-    read = f"read {report.read} messages ({report.added} new) from {source}; " if source else ""
+    changed = f", {report.changed} changed but kept as stored" if report.changed else ""
+    read = f"read {report.read} messages ({report.added} new{changed}) from {source}; " if source else ""
     if report.notes and not report.episodes and not report.merged:  # --memory amem: notes straight from messages
         made = f"made {report.notes} notes"
     else:

@@ -25,10 +25,17 @@ class Context(str, Enum):
 
 
 def _text_arg(value: str, what: str) -> str:
-    text = sys.stdin.read() if value == "-" else value
+    try:
+        text = sys.stdin.read() if value == "-" else value
+    except UnicodeDecodeError:
+        raise InputError(f"{what} on stdin is not UTF-8 text") from None
     text = text.strip()
     if not text:
         raise InputError(f"empty {what}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # undecodable bytes on the command line arrive as lone surrogates
+        raise InputError(f"{what} {text[:60]!r} is not valid text (undecodable bytes?)") from None
     return text
 
 
@@ -170,10 +177,15 @@ def ask_cmd(
     settings.answer_model = answer_model or settings.answer_model
     session = deps.session(settings)
     session.check_answer_model()  # an unknown preset is refused before anything loads
-    store, emb, llm = session.db, session.embedder, session.answer_llm  # in this order: a wrong embedder is named before a model loads
+    store = session.db
+    session.check_answer_endpoint()  # an endpoint is only probed: a dead one fails before the embedder loads
+    emb, llm = session.embedder, session.answer_llm  # in this order: a wrong embedder is named before a model loads
     answer, cited = ask(store, session.user, emb, llm, text, options, today=today or None)
+    problem = next((e.detail for e in reversed(llm.log.events) if e.kind == "fallback"), "") if answer.failed else ""
     with store.transaction():
         telemetry.write(store, session.user, *llm.log.drain())
+    if answer.failed:  # on stderr in both modes: the answer on stdout already says so, this says why
+        sys.stderr.write(f"nemori: warning: {' '.join(problem.split())[:300] or 'the model gave no usable answer'}; the answer failed and is counted in `nemori stats`\n")
     if json_out:
         print_json(
             {

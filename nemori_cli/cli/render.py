@@ -9,6 +9,18 @@ from typing import Any
 from nemori_cli.domain import Episode, Fact, Hit, Message, Note, NoteChange
 
 
+def warn_changed(count: int, ids: list[str], *, would: bool = False) -> None:
+    """One stderr line: messages whose id was stored before with other content, and which keep the stored text."""
+    if not count:
+        return
+    shown = ", ".join(repr(i if len(i) <= 40 else i[:37] + "...") for i in ids[:5]) + (", ..." if count > 5 else "")
+    kept = "would keep" if would else "kept"
+    sys.stderr.write(
+        f"nemori: {count} message{'s' if count != 1 else ''} already stored under the same id with different content"
+        f" {kept} the stored text, which memory was built from ({shown}); give an edited message a new id to add it\n"
+    )
+
+
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")
 

@@ -7,6 +7,12 @@ pydantic model, retries a bounded number of times, and logs every call. When
 no attempt is usable it raises LLMOutputError: the calling stage then falls
 back deterministically and counts it. Nothing here ever returns an empty
 result in place of an error.
+
+A backend that cannot read an answer at all (an endpoint's body that is not a
+chat completion, a refusal) raises LLMOutputError itself; that attempt counts
+as an invalid one. ``ContextOverflow`` (the prompt does not fit) is not asked
+again. A ModelError (the model or endpoint is unusable) is logged as a failed
+call and passes through: it stops the command, and the runner keeps the log.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from typing import Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from nemori_cli.errors import LLMOutputError
+from nemori_cli.errors import LLMOutputError, ModelError
 from nemori_cli.llm.schema import decoder_safe
 from nemori_cli.domain import CallRecord, EventRecord
 from nemori_cli.stages import Stage
@@ -26,6 +32,10 @@ from nemori_cli.stages import Stage
 T = TypeVar("T", bound=BaseModel)
 
 ChatMessages = list[dict[str, str]]
+
+
+class ContextOverflow(LLMOutputError):
+    """The prompt is longer than the model's context: asking again cannot help, so the stage falls back at once."""
 
 
 @dataclass(frozen=True)
@@ -102,16 +112,27 @@ class StructuredLLM:
         started = time.perf_counter()
         problem = last_text = ""
         attempts = 0
+        overflow = False
         for attempt in range(self.retries + 1):
             attempts += 1
             # A retry at temperature 0 would repeat the same answer; a little
             # randomness gives a degenerate answer a chance to come out right.
-            raw = self.backend.chat(
-                messages,
-                schema=json_schema,
-                max_tokens=max_tokens,
-                temperature=temperature if attempt == 0 else max(temperature, 0.6),
-            )
+            try:
+                raw = self.backend.chat(
+                    messages,
+                    schema=json_schema,
+                    max_tokens=max_tokens,
+                    temperature=temperature if attempt == 0 else max(temperature, 0.6),
+                )
+            except LLMOutputError as e:  # the backend could not read this answer
+                problem, last_text = e.message, e.raw
+                if isinstance(e, ContextOverflow):
+                    overflow = True
+                    break
+                continue
+            except ModelError:
+                self._record(stage, prompt_tokens, completion_tokens, (time.perf_counter() - started) * 1000, attempts, "failed")
+                raise
             last_text = raw.text
             prompt_tokens += raw.prompt_tokens
             completion_tokens += raw.completion_tokens
@@ -125,7 +146,8 @@ class StructuredLLM:
             return Completion(value, prompt_tokens, completion_tokens, ms)
         ms = (time.perf_counter() - started) * 1000
         self._record(stage, prompt_tokens, completion_tokens, ms, attempts, "failed")
-        raise LLMOutputError(f"{stage.name}: model {self.model_id} gave no valid answer in {attempts} attempts ({problem})", raw=last_text)
+        failure = ContextOverflow if overflow else LLMOutputError
+        raise failure(f"{stage.name}: model {self.model_id} gave no valid answer in {attempts} attempt{'s' if attempts != 1 else ''} ({problem})", raw=last_text)
 
     def _record(self, stage: Stage, p: int, c: int, ms: float, attempts: int, outcome: str) -> None:
         self.log.calls.append(CallRecord(stage.name, self.model_id, p, c, round(ms, 1), attempts, outcome))

@@ -42,7 +42,9 @@ _MONTHS = {
     )
     for m in (name, name[:3])
 }
-_SESSION_KEY = re.compile(r"session_(\d+)")
+# ASCII digits only, and few enough for int(): the number orders the sessions,
+# the key itself (session_01 stays session_01) is what is read.
+_SESSION_KEY = re.compile(r"session_([0-9]{1,9})")
 _JSON_KINDS = {
     list: "array", str: "string", int: "number", float: "number", bool: "boolean",
     type(None): "null",
@@ -82,6 +84,30 @@ def parse_locomo_datetime(value: str) -> datetime:
     return datetime(int(year), month, int(day), hour, minute)
 
 
+def _loads(text: str) -> object:
+    """json.loads, with what it raises besides JSONDecodeError made into a ValueError with a short reason."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    except ValueError:  # e.g. an integer of more than 4300 digits
+        raise ValueError("a number too long to read") from None
+
+
+def _valid_text(value: str, where: str, field: str) -> str:
+    """Refuse a lone surrogate (JSON's "\\ud800" escape): it is not text and cannot be stored or printed."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise InputError(
+            f"{where}: '{field}' holds a lone surrogate (U+{ord(value[e.start]):04X} at character {e.start + 1});"
+            " expected valid Unicode text"
+        ) from None
+    return value
+
+
 def _decode(raw: bytes, source_name: str, first_line: int = 1) -> str:
     try:
         return raw.decode("utf-8")
@@ -103,7 +129,7 @@ def _opt_key(obj: dict, name: str, where: str) -> str | None:
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
     if isinstance(value, str) and value.strip():
-        return value
+        return _valid_text(value, where, name)
     raise InputError(
         f"{where}: '{name}' is {_quote(value)}; expected a non-empty string or an integer"
     )
@@ -118,7 +144,7 @@ def _text_field(obj: dict, names: tuple[str, str], where: str, what: str) -> str
         raise InputError(f"{where}: '{key}' is {_quote(value)}; expected a string")
     if not value.strip():
         raise InputError(f"{where}: '{key}' is empty; expected {what}")
-    return value
+    return _valid_text(value, where, key)
 
 
 def read_jsonl(
@@ -135,11 +161,13 @@ def read_jsonl(
         if not text.strip():
             continue
         try:
-            obj = json.loads(text)
+            obj = _loads(text)
         except json.JSONDecodeError as e:
             raise InputError(
                 f"{where}: not valid JSON ({e.msg} at column {e.colno}); {_ONE_OBJECT}"
             ) from None
+        except ValueError as e:
+            raise InputError(f"{where}: not usable JSON ({e}); {_ONE_OBJECT}") from None
         if not isinstance(obj, dict):
             kind = _JSON_KINDS.get(type(obj), "value")
             raise InputError(f"{where}: a JSON {kind}, not an object; {_ONE_OBJECT}")
@@ -190,12 +218,14 @@ def load_locomo_samples(stream: typing.BinaryIO, source_name: str) -> list[dict]
     raw = stream.read()
     text = _decode(raw[len(_BOM) :] if raw.startswith(_BOM) else raw, source_name)
     try:
-        data = json.loads(text)
+        data = _loads(text)
     except json.JSONDecodeError as e:
         raise InputError(
             f"{source_name}:{e.lineno}: not valid JSON ({e.msg} at column {e.colno});"
             f" {_LOCOMO_FILE}"
         ) from None
+    except ValueError as e:
+        raise InputError(f"{source_name}: not usable JSON ({e}); {_LOCOMO_FILE}") from None
     if not isinstance(data, list) or not data:
         raise InputError(f"{source_name}: top level is not a non-empty JSON list; {_LOCOMO_FILE}")
     for i, sample in enumerate(data):
@@ -223,7 +253,7 @@ def read_locomo(
     """
     samples = load_locomo_samples(stream, source_name)
     ids = [str(s["sample_id"]) for s in samples]
-    available = ", ".join(ids)
+    available = ", ".join(i if i.isprintable() else _quote(i, 40) for i in ids)  # quoted when an id holds a newline
     if sample_id is None:
         if len(samples) != 1:
             raise InputError(
@@ -242,12 +272,13 @@ def read_locomo(
     where = f"{source_name}: sample {_quote(str(sample['sample_id']))}"
     # Some samples carry more session_N_date_time keys than sessions; only the
     # session lists themselves decide what is read.
-    numbers = sorted(int(m.group(1)) for k in conv if (m := _SESSION_KEY.fullmatch(k)))
+    numbers = sorted((int(m.group(1)), k) for k in conv if (m := _SESSION_KEY.fullmatch(k)))
     if not numbers:
         raise InputError(f"{where} has no session_N lists; expected a LoCoMo conversation")
     messages: list[IncomingMessage] = []
-    for n in numbers:
-        key, date_key = f"session_{n}", f"session_{n}_date_time"
+    seen_ids: dict[str, str] = {}
+    for n, key in numbers:
+        date_key = f"{key}_date_time"
         turns = conv[key]
         if not isinstance(turns, list):
             raise InputError(f"{where} {key} is not a list; expected a list of turns")
@@ -265,18 +296,32 @@ def read_locomo(
             for field in ("speaker", "dia_id", "text"):
                 if not isinstance(turn.get(field), str):
                     raise InputError(f"{at}: '{field}' missing or not a string; {_TURN}")
+                _valid_text(turn[field], at, field)
             content = turn["text"]
             caption = turn.get("blip_caption")
+            if isinstance(caption, str):
+                _valid_text(caption, at, "blip_caption")
             if isinstance(caption, str) and caption.strip():
                 # Image turns often say only "look at this"; the caption is the content.
                 content = f"{content} [shares a photo: {caption.strip()}]".strip()
             if not content.strip() or not turn["speaker"].strip():
                 raise InputError(f"{at}: empty speaker or text; expected a speaker and some text")
+            # One dia_id is one message's identity: a second one would be dropped unseen when stored.
+            if turn["dia_id"] in seen_ids:
+                raise InputError(
+                    f"{at}: dia_id {_quote(turn['dia_id'])} already used in {seen_ids[turn['dia_id']]};"
+                    " expected dia_ids unique within one sample"
+                )
+            seen_ids[turn["dia_id"]] = f"{key} turn {i + 1}"
+            try:
+                timestamp = start + timedelta(seconds=i)
+            except OverflowError:
+                raise InputError(f"{at}: its time ({key}'s date plus {i} seconds) is past the year 9999") from None
             messages.append(
                 IncomingMessage(
                     speaker=turn["speaker"],
                     content=content,
-                    timestamp=start + timedelta(seconds=i),
+                    timestamp=timestamp,
                     source_id=turn["dia_id"],
                     session=str(n),
                 )

@@ -11,6 +11,14 @@ The stages after narration run inside that transaction because each decision
 reads what the previous one wrote: a fact distilled from this episode can be
 evoked and consolidated against by the next. Readers are never blocked (WAL);
 a second writer waits for the busy timeout.
+
+When the model or endpoint fails for good (a ModelError), the episode in hand
+is rolled back, the calls made so far are still logged (so `nemori stats`
+counts the fault), and the error goes on with the rest pending. With
+``stop_when_every_call_fails`` (the CLI's sessions), an episode is never
+stored while every LLM call of this run has failed: a model that gives no
+usable answer at all stops the run the same way, instead of building the
+whole memory from fallbacks.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from dataclasses import dataclass
 
 from nemori_cli.domain import IncomingMessage, to_epoch
 from nemori_cli.embed.base import Embedder, identity
+from nemori_cli.errors import ModelError
 from nemori_cli.llm.base import StructuredLLM
 from nemori_cli.memory.amem import AmemSettings
 from nemori_cli.memory.consolidate import ConsolidationSettings
@@ -45,6 +54,7 @@ Progress = Callable[[int, int], None]  # (messages done, messages to do)
 class IngestReport:
     read: int = 0
     added: int = 0
+    changed: int = 0  # already stored under their id saying something else; the stored text was kept
     episodes: int = 0
     facts: int = 0
     notes: int = 0  # A-MEM notes made (--memory amem / nemori+amem)
@@ -54,6 +64,17 @@ class IngestReport:
     seconds: float = 0.0
     tokens_used: int = 0  # prompt + output tokens of the LLM calls this run wrote
     stopped_by_budget: bool = False  # max_tokens was reached with work left; a rerun resumes
+    llm_calls: int = 0  # LLM calls this run wrote
+    llm_failed: int = 0  # of them, those with no usable answer after every attempt
+    fallbacks: int = 0  # steps that fell back deterministically (after a failed call, or a failed self-check)
+
+
+class _NothingAnswered(Exception):
+    """Every LLM call of this run so far has failed: raised inside the unit of work, so that it is rolled back."""
+
+    def __init__(self, calls: int, last_problem: str):
+        super().__init__(last_problem)
+        self.calls, self.last_problem = calls, last_problem
 
 
 class Pipeline:
@@ -71,6 +92,7 @@ class Pipeline:
         integration: IntegrationSettings = IntegrationSettings(),
         consolidation: ConsolidationSettings = ConsolidationSettings(),
         notes: AmemSettings = AmemSettings(),
+        stop_when_every_call_fails: bool = False,
     ):
         if window < 2:
             raise ValueError("window must be at least 2")
@@ -84,6 +106,7 @@ class Pipeline:
         direct = SemanticSettings(semantic.evoke_k, semantic.threshold, direct=profile.distill == "direct")
         self.work = self.mode.start(profile, Tools(db, user, llm, embedder, direct, consolidation, notes))
         self.tokens_used = 0  # this run's, counted as _episode drains the call log
+        self.stop_when_every_call_fails = stop_when_every_call_fails
 
     def add_messages(self, incoming: list[IncomingMessage], namespace: str = "") -> int:
         """Store new messages (all or none), index them for search, and the profile; returns how many were new.
@@ -108,8 +131,49 @@ class Pipeline:
         used that many tokens; the first always is, so every run makes progress.
         """
         report = IngestReport()
-        started = time.perf_counter()
         self.tokens_used = 0
+        try:
+            return self._process(report, flush, progress, max_tokens)
+        except _NothingAnswered as e:
+            self._keep_call_log()
+            left = self.mode.backlog(self.db, self.user).messages
+            raise ModelError(
+                f"model {self.llm.model_id} gave no usable answer: all {e.calls} LLM calls of this run failed "
+                f"(last: {e.last_problem}); nothing was built from them and {left} messages are pending: "
+                "check the model with `nemori doctor`, then rerun the same command (or `nemori flush`)"
+            ) from None
+        except ModelError as e:
+            self._keep_call_log()
+            left = self.mode.backlog(self.db, self.user).messages
+            raise ModelError(f"{e.message}; {left} messages are pending and nothing is lost: rerun the same command (or `nemori flush`) to resume") from None
+
+    def _keep_call_log(self) -> None:
+        """The calls of the unit of work that was rolled back, written on their own: the fault shows in `nemori stats`."""
+        calls, events = self.llm.log.drain()
+        if calls or events:
+            with self.db.transaction():
+                telemetry.write(self.db, self.user, calls, events)
+
+    def _count(self, report: IngestReport, calls, events) -> None:
+        """What a committed unit of work's calls add to the run's report."""
+        self.tokens_used += sum(c.prompt_tokens + c.completion_tokens for c in calls)
+        report.llm_calls += len(calls)
+        report.llm_failed += sum(c.outcome == "failed" for c in calls)
+        report.fallbacks += sum(e.kind == "fallback" for e in events)
+
+    def _check_something_answered(self, report: IngestReport) -> None:
+        """With stop_when_every_call_fails: refuse to store a unit of work while every call of this run has failed."""
+        if not self.stop_when_every_call_fails:
+            return
+        calls = self.llm.log.calls
+        total = report.llm_calls + len(calls)
+        failed = report.llm_failed + sum(c.outcome == "failed" for c in calls)
+        if failed and failed == total:
+            last = next((e.detail for e in reversed(self.llm.log.events) if e.kind == "fallback"), "no detail")
+            raise _NothingAnswered(total, " ".join(last.split())[:240])
+
+    def _process(self, report: IngestReport, flush: bool, progress: Progress | None, max_tokens: int | None) -> IngestReport:
+        started = time.perf_counter()
 
         def over_budget() -> bool:
             report.stopped_by_budget = max_tokens is not None and self.tokens_used >= max_tokens
@@ -167,13 +231,14 @@ class Pipeline:
                 if over_budget():
                     break
                 plan = self.work.plan_message(message)  # the model calls, before the write lock is taken
+                self._check_something_answered(report)
                 with self.db.transaction():
                     made = self.work.write_message(plan)
                     if made is None:
                         continue  # another process did this one meanwhile
                     calls, events = self.llm.log.drain()
                     telemetry.write(self.db, self.user, calls, events)
-                self.tokens_used += sum(c.prompt_tokens + c.completion_tokens for c in calls)
+                self._count(report, calls, events)
                 report.notes += made.notes
                 done += 1
                 if progress:
@@ -197,10 +262,11 @@ class Pipeline:
             made = self.work.after_episode(NewEpisode(episode_id, draft, tuple(group.messages), vector))
             report.facts += made.facts
             report.notes += made.notes
+            self._check_something_answered(report)  # rolls this episode back if nothing of this run answered
             calls, events = self.llm.log.drain()
             telemetry.write(self.db, self.user, calls, events)
         # Counted once the transaction has committed: what a budget measures is work kept.
-        self.tokens_used += sum(c.prompt_tokens + c.completion_tokens for c in calls)
+        self._count(report, calls, events)
 
     def _index_text(self, draft: EpisodeDraft, messages) -> str | None:
         """What the indexes hold for an episode: its narrative (N), or its raw messages (P)."""

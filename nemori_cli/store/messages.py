@@ -149,3 +149,29 @@ def characters_in_episodes(db: Database, user: str) -> int:
     """Characters of message content of this user's messages that belong to an episode."""
     row = db.one("SELECT sum(length(content)) AS n FROM messages WHERE user_id = ? AND episode_id IS NOT NULL", (user,))
     return int(row["n"] or 0) if row else 0
+
+
+def changed_keys(db: Database, user: str, messages: list[IncomingMessage], namespace: str = "") -> list[str]:
+    """Keys (keys_for) of the messages whose id this user already has stored saying something else.
+
+    insert_messages keeps the stored row (memory was built from it), so an
+    edited message would be dropped unseen; this finds them, in input order.
+    "What it says" is what identifies a message without an id: speaker,
+    content, timestamp and session. A key without an id is that hash, so only
+    id keys can differ.
+    """
+    wanted = {key: m for m, key in zip(messages, keys_for(messages, namespace)) if key.startswith("id:")}
+    keys = list(wanted)
+    changed: set[str] = set()
+    for i in range(0, len(keys), _KEYS_PER_QUERY):
+        chunk = keys[i : i + _KEYS_PER_QUERY]
+        marks = ",".join("?" * len(chunk))
+        rows = db.query(
+            f"SELECT msg_key, speaker, content, ts, session FROM messages WHERE user_id = ? AND msg_key IN ({marks})",
+            (user, *chunk),
+        )
+        for r in rows:
+            m = wanted[r["msg_key"]]
+            if (r["speaker"], r["content"], r["ts"], r["session"]) != (m.speaker, m.content, m.timestamp.isoformat(), m.session):
+                changed.add(r["msg_key"])
+    return [k for k in keys if k in changed]

@@ -22,10 +22,39 @@ def test_prefix_cache_setting_follows_nemori_prefix_cache(monkeypatch, value, en
     assert Settings.from_env(db="x.db").prefix_cache is enabled
 
 
-def test_a_bad_thread_count_fails_as_before(monkeypatch):
-    monkeypatch.setenv("NEMORI_THREADS", "many")
-    with pytest.raises(ValueError, match="invalid literal for int"):
+@pytest.mark.parametrize("value", ["many", "abc", "0", "-2", "1.5"])
+def test_a_bad_thread_count_is_a_config_error_naming_the_variable(monkeypatch, value):
+    from nemori_cli.errors import ConfigError
+
+    monkeypatch.setenv("NEMORI_THREADS", value)
+    with pytest.raises(ConfigError, match="NEMORI_THREADS"):
         Settings.from_env(db="x.db")
+
+
+@pytest.mark.parametrize(("value", "threads"), [("4", 4), (" 2 ", 2), ("", None)])
+def test_a_thread_count_is_read(monkeypatch, value, threads):
+    monkeypatch.setenv("NEMORI_THREADS", value)
+    assert Settings.from_env(db="x.db").threads == threads
+
+
+@pytest.mark.parametrize(("flag", "env"), [("", None), (None, ""), ("   ", None), (None, " ")])
+def test_an_empty_user_is_refused_not_read_as_default(monkeypatch, flag, env):
+    from nemori_cli.errors import ConfigError
+
+    if env is None:
+        monkeypatch.delenv("NEMORI_USER", raising=False)
+    else:
+        monkeypatch.setenv("NEMORI_USER", env)
+    with pytest.raises(ConfigError, match="must not be empty"):
+        Settings.from_env(db="x.db", user=flag)
+
+
+def test_the_user_is_default_only_when_given_nowhere(monkeypatch):
+    monkeypatch.delenv("NEMORI_USER", raising=False)
+    assert Settings.from_env(db="x.db").user == "default"
+    monkeypatch.setenv("NEMORI_USER", "alice")
+    assert Settings.from_env(db="x.db").user == "alice"
+    assert Settings.from_env(db="x.db", user="bob").user == "bob"
 
 
 def test_deps_hands_the_llama_backend_its_settings(monkeypatch, tmp_path):

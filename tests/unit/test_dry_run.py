@@ -121,7 +121,7 @@ def test_creates_no_database(cache, tmp_path):
 def test_json_shape_on_the_example(cache, tmp_path):
     plan = _dry(EXAMPLE, "--db", tmp_path / "x.db", "--max-tokens", "1000")
     expected = {
-        "source", "dry_run", "db", "db_exists", "user", "model", "method", "read", "new", "already_stored", "pending", "messages", "characters", "windows", "episodes", "calls", "total_calls", "prompt_tokens",
+        "source", "dry_run", "db", "db_exists", "user", "model", "method", "read", "new", "already_stored", "changed", "pending", "messages", "characters", "windows", "episodes", "calls", "total_calls", "prompt_tokens",
         "output_tokens", "tokens", "minutes", "rates", "max_tokens", "messages_within_budget",
     }
     assert set(plan) == expected

@@ -1,0 +1,1 @@
+"""Test helpers that are neither fixtures nor tests: servers and fakes the tests run against."""

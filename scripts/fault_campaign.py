@@ -39,6 +39,7 @@ import apsw
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "chat.jsonl"
+INPUT = EXAMPLE  # what every trial ingests: the example, or its first --messages lines
 
 
 def nemori(args: list[str], env: dict, **kw) -> subprocess.Popen:
@@ -91,7 +92,7 @@ def check(path: Path, messages_expected: int, mode: str) -> dict:
 def kill_trial(rng: random.Random, work: Path, env: dict, mode: str, reference_seconds: float, sig: int) -> dict:
     db = work / f"kill-{rng.randrange(10**9)}.db"
     delay = rng.uniform(0.3, max(0.5, reference_seconds * 0.9))
-    proc = nemori(["ingest", str(EXAMPLE), "--db", str(db), "--memory", mode, "--quiet"], env)
+    proc = nemori(["ingest", str(INPUT), "--db", str(db), "--memory", mode, "--quiet"], env)
     time.sleep(delay)
     interrupted = proc.poll() is None
     if interrupted:
@@ -100,7 +101,7 @@ def kill_trial(rng: random.Random, work: Path, env: dict, mode: str, reference_s
     resumed_code, resumed_err = (0, "")
     if db.exists():
         resumed_code, resumed_err = finish(nemori(["flush", "--db", str(db), "--quiet"], env))
-    state = check(db, _lines(EXAMPLE), mode) if db.exists() else {"problems": ["no database file after the rerun"]}
+    state = check(db, _lines(INPUT), mode) if db.exists() else {"problems": ["no database file after the rerun"]}
     tracebacks = [e for e in (err, resumed_err) if "Traceback" in e]
     if resumed_code != 0:
         state["problems"].append(f"flush exited {resumed_code}: {resumed_err.strip()[-200:]}")
@@ -115,10 +116,10 @@ def kill_trial(rng: random.Random, work: Path, env: dict, mode: str, reference_s
 def writers_trial(work: Path, env: dict, count: int, same_user: bool) -> dict:
     db = work / f"writers-{count}-{'same' if same_user else 'users'}.db"
     started = time.perf_counter()
-    procs = [nemori(["ingest", str(EXAMPLE), "--db", str(db), "--user", "u" if same_user else f"u{i}", "--quiet"], env) for i in range(count)]
+    procs = [nemori(["ingest", str(INPUT), "--db", str(db), "--user", "u" if same_user else f"u{i}", "--quiet"], env) for i in range(count)]
     outcomes = [finish(p) for p in procs]
     seconds = time.perf_counter() - started
-    expected = _lines(EXAMPLE) * (1 if same_user else count)
+    expected = _lines(INPUT) * (1 if same_user else count)
     state = check(db, expected, "native")
     for code, err in outcomes:
         if code != 0:
@@ -135,10 +136,10 @@ def _lines(path: Path) -> int:
 def reference(work: Path, env: dict, mode: str) -> dict:
     db = work / f"reference-{mode}.db"
     started = time.perf_counter()
-    code, err = finish(nemori(["ingest", str(EXAMPLE), "--db", str(db), "--memory", mode, "--quiet"], env))
+    code, err = finish(nemori(["ingest", str(INPUT), "--db", str(db), "--memory", mode, "--quiet"], env))
     if code != 0:
         raise SystemExit(f"the uninterrupted {mode} run failed ({code}): {err.strip()[-300:]}")
-    return {"mode": mode, "seconds": round(time.perf_counter() - started, 1), **check(db, _lines(EXAMPLE), mode)}
+    return {"mode": mode, "seconds": round(time.perf_counter() - started, 1), **check(db, _lines(INPUT), mode)}
 
 
 def main() -> int:
@@ -148,17 +149,23 @@ def main() -> int:
     parser.add_argument("--writers", default="2,4", help="concurrent ingest processes per writers trial")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--model", default="tiny")
+    parser.add_argument("--messages", type=int, default=0, help="ingest only the example's first N messages (shorter trials)")
     parser.add_argument("--quick", action="store_true", help="4 kill trials and 2 writers: what the test suite runs")
     parser.add_argument("--out", type=Path, help="JSON record of every trial")
     args = parser.parse_args()
     if args.quick:
-        args.kills, args.writers = 4, "2"
+        args.kills, args.writers, args.messages = 4, "2", args.messages or 12
     rng = random.Random(args.seed)
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("NEMORI_") or k == "NEMORI_CACHE_DIR"}, "NEMORI_MODEL": args.model}
     modes = args.modes.split(",")
     record: dict = {"command": " ".join(sys.argv), "model": args.model, "seed": args.seed, "input": str(EXAMPLE.relative_to(REPO))}
+    global INPUT
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
+        if args.messages:
+            INPUT = work / "chat.jsonl"
+            INPUT.write_text("\n".join(EXAMPLE.read_text().splitlines()[: args.messages]) + "\n")
+            record["input"] += f" (first {args.messages} messages)"
         env["NEMORI_CACHE_DIR"] = env.get("NEMORI_CACHE_DIR") or str(work / "cache")
         record["reference"] = [reference(work, env, m) for m in modes]
         seconds = {r["mode"]: r["seconds"] for r in record["reference"]}

@@ -7,7 +7,7 @@ Every trial runs the `nemori` command in a subprocess on a real SQLite file
 with a real model (`tiny` by default) and checks the file afterwards:
 
 - **kill**: `ingest` killed at a seeded random moment (SIGKILL, and some
-  SIGINT and SIGTERM), then `flush` resumes. Checked: every message stored
+  SIGINT and SIGTERM), then the same ingest again resumes. Checked: every message stored
   once; each in exactly one live episode, or with exactly one note (amem);
   no episode without messages; no fact without a source episode; `PRAGMA
   integrity_check` ok; the message and pending counts equal an
@@ -98,13 +98,12 @@ def kill_trial(rng: random.Random, work: Path, env: dict, mode: str, reference_s
     if interrupted:
         proc.send_signal(sig)
     code, err = finish(proc)
-    resumed_code, resumed_err = (0, "")
-    if db.exists():
-        resumed_code, resumed_err = finish(nemori(["flush", "--db", str(db), "--quiet"], env))
+    # The rerun is what a user would type: the same ingest again (it adds only what is missing, then resumes).
+    resumed_code, resumed_err = finish(nemori(["ingest", str(INPUT), "--db", str(db), "--memory", mode, "--quiet"], env))
     state = check(db, _lines(INPUT), mode) if db.exists() else {"problems": ["no database file after the rerun"]}
     tracebacks = [e for e in (err, resumed_err) if "Traceback" in e]
     if resumed_code != 0:
-        state["problems"].append(f"flush exited {resumed_code}: {resumed_err.strip()[-200:]}")
+        state["problems"].append(f"the rerun exited {resumed_code}: {resumed_err.strip()[-200:]}")
     if tracebacks:
         state["problems"].append("a traceback reached the user")
     db.unlink(missing_ok=True)

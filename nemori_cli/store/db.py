@@ -7,7 +7,8 @@ store uses apsw, which bundles a current SQLite on every platform.
 Concurrent writers: every unit of work takes the write lock when it starts
 (BEGIN IMMEDIATE), so a second writer waits for it (up to WRITE_WAIT_MS)
 instead of failing midway when a read turns into a write; readers are never
-blocked (WAL). What SQLite refuses (busy past the wait, a read-only file, a
+blocked (WAL), and a read of several statements (search, inspect's lists,
+stats) is one snapshot, so it never sees half of another unit of work. What SQLite refuses (busy past the wait, a read-only file, a
 full disk) becomes one StoreError line, with the unit of work rolled back.
 """
 
@@ -42,7 +43,9 @@ def _dict_rows(cursor: apsw.Cursor, row: tuple) -> dict:
 
 
 class Database:
-    """One connection to one nemori file. Use ``transaction()`` for each unit of work."""
+    """One connection to one nemori file. Use ``transaction()`` for each unit of work, ``snapshot()`` for a read of several statements."""
+
+    _reading = False  # inside snapshot(): a write there would fail midway, so transaction() refuses it
 
     def __init__(self, path: Path, *, create: bool = True):
         """Open (``create``: or make) a nemori file; another application's SQLite file is refused, never changed."""
@@ -86,6 +89,8 @@ class Database:
         The outermost one takes the write lock first (waiting for another
         writer); a nested one is a savepoint inside it.
         """
+        if self._reading:
+            raise RuntimeError("a write inside Database.snapshot(): take the snapshot after the unit of work, or outside it")
         if not self.conn.in_transaction:
             with self._writing():
                 self.conn.set_busy_timeout(WRITE_WAIT_MS)
@@ -102,6 +107,28 @@ class Database:
             return
         with self.conn:
             yield self.conn
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Reads that see one committed state: a read of several statements never sees half of another connection's unit of work.
+
+        Without it each statement sees the latest commit, so a merge committed
+        between "which episodes" and "their messages" showed an episode with
+        none. A read transaction (BEGIN, first read, COMMIT) blocks no writer;
+        keep it short (no model calls inside): while it is open a checkpoint
+        cannot fold the log in past it. Inside a unit of work or another
+        snapshot, that one is used.
+        """
+        if self.conn.in_transaction:
+            yield
+            return
+        self.conn.execute("BEGIN DEFERRED")
+        self._reading = True
+        try:
+            yield
+        finally:
+            self._reading = False
+            self.conn.execute("COMMIT")  # a read transaction: nothing to keep or lose
 
     @contextmanager
     def _writing(self) -> Iterator[None]:

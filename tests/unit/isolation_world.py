@@ -5,12 +5,13 @@ answers every stage by schema and repeats every marker its prompt contains,
 so a prompt that mixed two users' memories would carry the other user's
 marker into the narratives, facts, notes and summaries written from it, and
 a later read would show it. The readers here collect everything the store
-functions give back for one user, as `inspect` and `stats` read it.
+functions give back for one user, as `inspect` and `stats` read it, and
+HALF_MADE lists, as plain queries, what a unit of work cut in two would
+leave behind (test_readers_during_writes.py, test_full_disk.py).
 """
 
 from __future__ import annotations
 
-import re
 from datetime import datetime, timedelta
 
 from nemori_cli.domain import IncomingMessage
@@ -28,6 +29,29 @@ from tests.unit.fakeworld import is_self_check
 # page holds even then.
 MARKERS = ("qjvorlk", "zxmirdt", "vkdusp")
 TOPICS = ("kayak trip", "piano lesson", "garden plan", "chess club")
+
+
+# Single statements: each reads one snapshot, so what they find half-made was committed half-made.
+HALF_MADE = {
+    "active episode without messages": "SELECT count(*) AS n FROM episodes e WHERE e.status = 'active'"
+    " AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.episode_id = e.id)",
+    "episode without its index rows": "SELECT count(*) AS n FROM episodes e WHERE e.status = 'active'"
+    " AND (e.id NOT IN (SELECT rowid FROM episode_fts) OR e.id NOT IN (SELECT rowid FROM episode_vec))",
+    "fact without a source episode": "SELECT count(*) AS n FROM facts f WHERE NOT EXISTS"
+    " (SELECT 1 FROM fact_sources s JOIN episodes e ON e.id = s.episode_id WHERE s.fact_id = f.id)",
+    "message of a missing episode": "SELECT count(*) AS n FROM messages m WHERE m.episode_id IS NOT NULL"
+    " AND NOT EXISTS (SELECT 1 FROM episodes e WHERE e.id = m.episode_id)",
+    "note without its message": "SELECT count(*) AS n FROM notes n WHERE n.message_id IS NOT NULL"
+    " AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = n.message_id)",
+    "link to a missing note": "SELECT count(*) AS n FROM note_links l WHERE NOT EXISTS (SELECT 1 FROM notes n WHERE n.id = l.linked_id)",
+    "message without its index rows": "SELECT count(*) AS n FROM messages m"
+    " WHERE m.id NOT IN (SELECT rowid FROM message_fts) OR m.id NOT IN (SELECT rowid FROM message_vec)",
+}
+
+
+def half_made(db: Database) -> list[str]:
+    """What of HALF_MADE the file holds now (an empty list when every unit of work in it is whole)."""
+    return [what for what, sql in HALF_MADE.items() if db.one(sql)["n"]]
 
 
 def tails(marker: str) -> tuple[bytes, ...]:

@@ -37,6 +37,7 @@ from nemori_cli.store import messages as message_sql
 from nemori_cli.store import notes as note_sql
 from nemori_cli.store import stats
 from nemori_cli.store.db import Database
+from tests.unit.isolation_world import HALF_MADE as BROKEN
 from tests.unit.isolation_world import MARKERS, TOPICS, echo, messages_for
 
 WRITER, OTHER = "alice", "bob"
@@ -44,21 +45,6 @@ SLEEP_S = 0.02  # per model call
 HOLD_S = 0.3  # the first unit of work of the ingest that a forget meets lasts this much longer
 EVERYTHING = SearchOptions(k=10, facts=20, notes=10, messages=30, turns=2, raw_for_top=10, context="messages")
 
-# Single statements: each reads one snapshot, so what they find half-made was committed half-made.
-BROKEN = {
-    "active episode without messages": "SELECT count(*) AS n FROM episodes e WHERE e.status = 'active'"
-    " AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.episode_id = e.id)",
-    "episode without its index rows": "SELECT count(*) AS n FROM episodes e WHERE e.status = 'active'"
-    " AND (e.id NOT IN (SELECT rowid FROM episode_fts) OR e.id NOT IN (SELECT rowid FROM episode_vec))",
-    "fact without a source episode": "SELECT count(*) AS n FROM facts f WHERE NOT EXISTS"
-    " (SELECT 1 FROM fact_sources s JOIN episodes e ON e.id = s.episode_id WHERE s.fact_id = f.id)",
-    "message of a missing episode": "SELECT count(*) AS n FROM messages m WHERE m.episode_id IS NOT NULL"
-    " AND NOT EXISTS (SELECT 1 FROM episodes e WHERE e.id = m.episode_id)",
-    "note without its message": "SELECT count(*) AS n FROM notes n WHERE n.message_id IS NOT NULL"
-    " AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = n.message_id)",
-    "link to a missing note": "SELECT count(*) AS n FROM note_links l WHERE NOT EXISTS (SELECT 1 FROM notes n WHERE n.id = l.linked_id)",
-    "message without its index rows": "SELECT count(*) AS n FROM messages m WHERE m.id NOT IN (SELECT rowid FROM message_fts)",
-}
 GROWING = ("messages", "episodes+merged", "facts+superseded", "notes", "note_links")
 
 

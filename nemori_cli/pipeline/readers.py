@@ -253,7 +253,8 @@ def read_locomo(
     """
     samples = load_locomo_samples(stream, source_name)
     ids = [str(s["sample_id"]) for s in samples]
-    available = ", ".join(i if i.isprintable() else _quote(i, 40) for i in ids)  # quoted when an id holds a newline
+    # quoted when an id holds a newline, or is empty or padded (the message would end in a blank)
+    available = ", ".join(i if i.isprintable() and i == i.strip() and i else _quote(i, 40) for i in ids)
     if sample_id is None:
         if len(samples) != 1:
             raise InputError(

@@ -90,9 +90,18 @@ def search(
     """Episode hits, then what the memory mode keeps (facts, notes), then raw turns, each best first, and the milliseconds taken.
 
     ``mode`` defaults to the one the database was built with; it says which
-    kinds exist to be searched and what is shown with every answer.
+    kinds exist to be searched and what is shown with every answer. Every
+    read sees one committed state: another process's unit of work is in it
+    whole or not at all (an episode merged away midway came back without its
+    messages).
     """
     started = time.perf_counter()
+    with db.snapshot():
+        hits = _search(db, user, embedder, query, options, mode)
+    return hits, (time.perf_counter() - started) * 1000
+
+
+def _search(db: Database, user: str, embedder: Embedder, query: str, options: SearchOptions, mode: MemoryMode | None) -> list[Hit]:
     mode = mode or mode_of(db)
     query_vector = embedder.embed_query(query) if options.mode in ("hybrid", "vector") else None
     fused, similarity = (
@@ -131,7 +140,7 @@ def search(
     if options.budget:
         hits = budget.select(hits, options.budget)
     hits.extend(mode.always_shown(db, user))
-    return hits, (time.perf_counter() - started) * 1000
+    return hits
 
 
 def _message_hits(db: Database, user: str, query: str, query_vector, options: SearchOptions) -> list[Hit]:

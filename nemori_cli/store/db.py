@@ -7,8 +7,12 @@ store uses apsw, which bundles a current SQLite on every platform.
 Concurrent writers: every unit of work takes the write lock when it starts
 (BEGIN IMMEDIATE), so a second writer waits for it (up to WRITE_WAIT_MS)
 instead of failing midway when a read turns into a write; readers are never
-blocked (WAL). What SQLite refuses (busy past the wait, a read-only file, a
-full disk) becomes one StoreError line, with the unit of work rolled back.
+blocked (WAL), and a read of several statements (search, inspect's lists,
+stats) is one snapshot, so it never sees half of another unit of work. What SQLite refuses (busy past the wait, a read-only file, a
+full disk, a write the system refused: a disk I/O error) becomes one
+StoreError line, with the unit of work rolled back; so does a file deleted or
+moved (its folder removed) while it was open, which SQLite in WAL mode would
+go on writing to unseen.
 """
 
 from __future__ import annotations
@@ -42,7 +46,10 @@ def _dict_rows(cursor: apsw.Cursor, row: tuple) -> dict:
 
 
 class Database:
-    """One connection to one nemori file. Use ``transaction()`` for each unit of work."""
+    """One connection to one nemori file. Use ``transaction()`` for each unit of work, ``snapshot()`` for a read of several statements."""
+
+    _reading = False  # inside snapshot(): a write there would fail midway, so transaction() refuses it
+    _identity: tuple[int, int] | None = None  # (device, inode) of the file opened: a file deleted or replaced since is noticed
 
     def __init__(self, path: Path, *, create: bool = True):
         """Open (``create``: or make) a nemori file; another application's SQLite file is refused, never changed."""
@@ -72,6 +79,13 @@ class Database:
             raise StoreError(f"{self.path} is not a SQLite database") from None
         except (apsw.ReadOnlyError, apsw.CantOpenError) as e:
             raise StoreError(f"{self.path} cannot be written ({e}); nemori needs write access to the file and its folder") from None
+        except (apsw.FullError, apsw.IOError) as e:
+            reason = self._io_reason(e)
+            self.conn.close()
+            raise StoreError(f"{self.path} cannot be opened for writing ({reason}): free space and rerun") from None
+        if not memory:
+            opened = self.path.stat()
+            self._identity = (opened.st_dev, opened.st_ino)
 
     def _is_nemori(self) -> bool:
         """Whether this file holds nemori's schema (or nothing at all yet)."""
@@ -86,7 +100,10 @@ class Database:
         The outermost one takes the write lock first (waiting for another
         writer); a nested one is a savepoint inside it.
         """
+        if self._reading:
+            raise RuntimeError("a write inside Database.snapshot(): take the snapshot after the unit of work, or outside it")
         if not self.conn.in_transaction:
+            self._still_there()
             with self._writing():
                 self.conn.set_busy_timeout(WRITE_WAIT_MS)
                 try:
@@ -95,16 +112,67 @@ class Database:
                     self.conn.set_busy_timeout(BUSY_TIMEOUT_MS)
                 try:
                     yield self.conn
+                    self.conn.execute("COMMIT")
                 except BaseException:
-                    self.conn.execute("ROLLBACK")
+                    self._rollback()
                     raise
-                self.conn.execute("COMMIT")
             return
         with self.conn:
             yield self.conn
 
     @contextmanager
-    def _writing(self) -> Iterator[None]:
+    def snapshot(self) -> Iterator[None]:
+        """Reads that see one committed state: a read of several statements never sees half of another connection's unit of work.
+
+        Without it each statement sees the latest commit, so a merge committed
+        between "which episodes" and "their messages" showed an episode with
+        none. A read transaction (BEGIN, first read, COMMIT) blocks no writer;
+        keep it short (no model calls inside): while it is open a checkpoint
+        cannot fold the log in past it. Inside a unit of work or another
+        snapshot, that one is used.
+        """
+        if self.conn.in_transaction:
+            yield
+            return
+        self.conn.execute("BEGIN DEFERRED")
+        self._reading = True
+        try:
+            yield
+        finally:
+            self._reading = False
+            self.conn.execute("COMMIT")  # a read transaction: nothing to keep or lose
+
+    def _rollback(self) -> None:
+        """Undo the unit of work, unless SQLite already has: after a failed write (full disk, I/O error) it may roll back by itself."""
+        if not self.conn.in_transaction:
+            return
+        try:
+            self.conn.execute("ROLLBACK")
+        except apsw.Error:
+            pass  # the error that brought us here says more; closing the connection rolls back what is left
+
+    def _still_there(self) -> None:
+        """Refuse a unit of work on a file deleted or replaced since it was opened: SQLite (WAL) would write to the deleted file unseen."""
+        if self._identity is None:
+            return
+        try:
+            now = self.path.stat()
+        except OSError:
+            now = None
+        if now is None or (now.st_dev, now.st_ino) != self._identity:
+            raise StoreError(
+                f"{self.path} was deleted or moved while nemori had it open (is its folder gone?); "
+                "nothing more was written to it: put it back, or give another --db, and rerun"
+            )
+
+    def _io_reason(self, e: apsw.Error) -> str:
+        """'File too large, SQLITE_IOERR_WRITE': the system's reason, when SQLite kept it, and SQLite's code."""
+        code = apsw.mapping_extended_result_codes.get(getattr(e, "extendedresult", None), "") or type(e).__name__
+        errno = self.conn.system_errno
+        return f"{os.strerror(errno)}, {code}" if errno else f"disk I/O error, {code}"
+
+    @contextmanager
+    def _writing(self, undone: str = "this unit of work was rolled back") -> Iterator[None]:
         """SQLite's refusals of a write, as one line each (the transaction is rolled back by then)."""
         try:
             yield
@@ -115,7 +183,10 @@ class Database:
         except apsw.ReadOnlyError:
             raise StoreError(f"{self.path} is read-only; nothing was written") from None
         except apsw.FullError:
-            raise StoreError(f"the disk holding {self.path} is full; this unit of work was rolled back: free space and rerun to resume") from None
+            raise StoreError(f"the disk holding {self.path} is full; {undone}: free space and rerun to resume") from None
+        except apsw.IOError as e:
+            # A write the system refused: ENOSPC mid-write, a quota, a file-size limit (EFBIG), a failing disk.
+            raise StoreError(f"writing {self.path} failed ({self._io_reason(e)}); {undone}: free space and rerun to resume") from None
 
     def query(self, sql: str, params: tuple | dict = ()) -> list[dict]:
         return list(self.conn.execute(sql, params))
@@ -131,7 +202,8 @@ class Database:
         folded in (after the busy timeout): the file then still holds pages
         from before the last commits, which matters only to forget.
         """
-        row = self.one("PRAGMA wal_checkpoint(TRUNCATE)")
+        with self._writing(f"everything committed is kept in {self.path.name}-wal"):
+            row = self.one("PRAGMA wal_checkpoint(TRUNCATE)")
         return not row or (row["busy"] == 0 and row["log"] == row["checkpointed"])
 
     def close(self) -> None:

@@ -112,10 +112,11 @@ _COLUMNS = "id, user_id, title, narrative, start_ts, end_ts, created_at, boundar
 
 
 def get(db: Database, user: str, episode_id: int, *, with_messages: bool = True) -> Episode | None:
-    row = db.one(f"SELECT {_COLUMNS} FROM episodes WHERE user_id = ? AND id = ?", (user, episode_id))
-    if row is None:
-        return None
-    msgs = message_sql.of_episodes(db, user, [episode_id])[episode_id] if with_messages else ()
+    with db.snapshot():  # the row and its messages as of one commit
+        row = db.one(f"SELECT {_COLUMNS} FROM episodes WHERE user_id = ? AND id = ?", (user, episode_id))
+        if row is None:
+            return None
+        msgs = message_sql.of_episodes(db, user, [episode_id])[episode_id] if with_messages else ()
     return _episode(row, msgs)
 
 
@@ -123,8 +124,9 @@ def by_ids(db: Database, user: str, ids: list[int], *, with_messages: bool = Fal
     if not ids:
         return {}
     marks = ",".join("?" * len(ids))
-    rows = db.query(f"SELECT {_COLUMNS} FROM episodes WHERE user_id = ? AND id IN ({marks})", (user, *ids))
-    msgs = message_sql.of_episodes(db, user, [r["id"] for r in rows]) if with_messages else {}
+    with db.snapshot():
+        rows = db.query(f"SELECT {_COLUMNS} FROM episodes WHERE user_id = ? AND id IN ({marks})", (user, *ids))
+        msgs = message_sql.of_episodes(db, user, [r["id"] for r in rows]) if with_messages else {}
     return {r["id"]: _episode(r, msgs.get(r["id"], ())) for r in rows}
 
 
@@ -133,8 +135,9 @@ def list_all(
 ) -> list[Episode]:
     where = "user_id = ?" + ("" if include_superseded else " AND status = 'active'")
     sql = f"SELECT {_COLUMNS} FROM episodes WHERE {where} ORDER BY start_epoch, id"
-    rows = db.query(sql + (" LIMIT ?" if limit else ""), (user, limit) if limit else (user,))
-    msgs = message_sql.of_episodes(db, user, [r["id"] for r in rows]) if with_messages else {}
+    with db.snapshot():  # an episode merged away between the two reads would show without messages
+        rows = db.query(sql + (" LIMIT ?" if limit else ""), (user, limit) if limit else (user,))
+        msgs = message_sql.of_episodes(db, user, [r["id"] for r in rows]) if with_messages else {}
     return [_episode(r, msgs.get(r["id"], ())) for r in rows]
 
 

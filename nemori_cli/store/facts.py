@@ -82,8 +82,9 @@ def by_ids(db: Database, user: str, ids: list[int]) -> dict[int, Fact]:
     if not ids:
         return {}
     marks = ",".join("?" * len(ids))
-    rows = db.query(f"SELECT {_COLUMNS} FROM facts WHERE user_id = ? AND id IN ({marks})", (user, *ids))
-    sources = _sources(db, [r["id"] for r in rows])
+    with db.snapshot():  # the rows and their sources as of one commit
+        rows = db.query(f"SELECT {_COLUMNS} FROM facts WHERE user_id = ? AND id IN ({marks})", (user, *ids))
+        sources = _sources(db, [r["id"] for r in rows])
     return {r["id"]: _fact(r, sources.get(r["id"], ())) for r in rows}
 
 
@@ -94,8 +95,9 @@ def get(db: Database, user: str, fact_id: int) -> Fact | None:
 def list_all(db: Database, user: str, *, include_superseded: bool = False, limit: int | None = None) -> list[Fact]:
     where = "user_id = ?" + ("" if include_superseded else " AND status = 'active'")
     sql = f"SELECT {_COLUMNS} FROM facts WHERE {where} ORDER BY id"
-    rows = db.query(sql + (" LIMIT ?" if limit else ""), (user, limit) if limit else (user,))
-    sources = _sources(db, [r["id"] for r in rows])
+    with db.snapshot():  # a fact whose episode was forgotten between the two reads would show without a source
+        rows = db.query(sql + (" LIMIT ?" if limit else ""), (user, limit) if limit else (user,))
+        sources = _sources(db, [r["id"] for r in rows])
     return [_fact(r, sources.get(r["id"], ())) for r in rows]
 
 

@@ -139,8 +139,9 @@ def by_ids(db: Database, user: str, ids: list[int]) -> dict[int, Note]:
     if not ids:
         return {}
     marks = ",".join("?" * len(ids))
-    rows = db.query(f"SELECT {_COLUMNS} FROM notes WHERE user_id = ? AND id IN ({marks})", (user, *ids))
-    links = links_of(db, [r["id"] for r in rows])
+    with db.snapshot():  # the rows and their links as of one commit
+        rows = db.query(f"SELECT {_COLUMNS} FROM notes WHERE user_id = ? AND id IN ({marks})", (user, *ids))
+        links = links_of(db, [r["id"] for r in rows])
     return {r["id"]: _note(r, links.get(r["id"], ())) for r in rows}
 
 
@@ -150,8 +151,9 @@ def get(db: Database, user: str, note_id: int) -> Note | None:
 
 def list_all(db: Database, user: str, *, limit: int | None = None) -> list[Note]:
     sql = f"SELECT {_COLUMNS} FROM notes WHERE user_id = ? ORDER BY ts_epoch, id"
-    rows = db.query(sql + (" LIMIT ?" if limit else ""), (user, limit) if limit else (user,))
-    links = links_of(db, [r["id"] for r in rows])
+    with db.snapshot():
+        rows = db.query(sql + (" LIMIT ?" if limit else ""), (user, limit) if limit else (user,))
+        links = links_of(db, [r["id"] for r in rows])
     return [_note(r, links.get(r["id"], ())) for r in rows]
 
 

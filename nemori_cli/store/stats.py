@@ -20,6 +20,11 @@ def counts(db: Database, user: str, *, pending: Callable[[Database, str], int] =
     built (messages without an episode, or without an A-MEM note), which the
     caller knows and this module does not.
     """
+    with db.snapshot():  # every count as of one commit, not each of its own
+        return _counts(db, user, pending)
+
+
+def _counts(db: Database, user: str, pending: Callable[[Database, str], int]) -> dict[str, int]:
     return {
         "messages": _n(db, "SELECT count(*) AS n FROM messages WHERE user_id = ?", user),
         "pending": pending(db, user),

@@ -22,6 +22,11 @@ def write(db: Database, user: str, calls: list[CallRecord], events: list[EventRe
 
 def stage_stats(db: Database, user: str) -> list[dict]:
     """Per stage: calls, attempts, tokens, seconds, failed calls, repairs, fallbacks."""
+    with db.snapshot():  # the calls and the events of the same units of work
+        return _stage_stats(db, user)
+
+
+def _stage_stats(db: Database, user: str) -> list[dict]:
     calls = db.query(
         "SELECT stage, count(*) AS calls, sum(attempts) AS attempts, sum(prompt_tokens) AS prompt_tokens,"
         " sum(completion_tokens) AS completion_tokens, round(sum(ms) / 1000.0, 2) AS seconds,"

@@ -10,7 +10,7 @@ whole episodes done and the rest pending, and the next run picks them up.
 The stages after narration run inside that transaction because each decision
 reads what the previous one wrote: a fact distilled from this episode can be
 evoked and consolidated against by the next. Readers are never blocked (WAL);
-a second writer waits for the busy timeout.
+a second writer waits for the write lock (store/db.py: WRITE_WAIT_MS).
 
 When the model or endpoint fails for good (a ModelError), the episode in hand
 is rolled back, the calls made so far are still logged (so `nemori stats`
@@ -103,8 +103,8 @@ class Pipeline:
         self.partition_settings = partition_settings
         self.integration = integration
         self.continuation_check = integrate.SelfCheck(llm)
-        direct = SemanticSettings(semantic.evoke_k, semantic.threshold, direct=profile.distill == "direct")
-        self.work = self.mode.start(profile, Tools(db, user, llm, embedder, direct, consolidation, notes))
+        distilling = SemanticSettings(semantic.evoke_k, semantic.threshold, direct=profile.distill == "direct")
+        self.work = self.mode.start(profile, Tools(db, user, llm, embedder, distilling, consolidation, notes))
         self.tokens_used = 0  # this run's, counted as _episode drains the call log
         self.stop_when_every_call_fails = stop_when_every_call_fails
 

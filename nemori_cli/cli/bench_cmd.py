@@ -214,7 +214,7 @@ def locomo_cmd(
     """LoCoMo: per sample and system, a fresh memory of the chosen sessions, then the questions about them."""
     from nemori_cli.bench import locomo
     from nemori_cli.cli.progress import wanted
-    from nemori_cli.pipeline.readers import parse_session_range
+    from nemori_cli.importers.native import parse_session_range
 
     settings = opt.settings(None, None, model, embedder)
     session_range = parse_session_range(sessions)

@@ -114,7 +114,7 @@ def shown_name(source: str) -> str:
 
 
 def _read(source: str, fmt: InputFormat, sample: str | None, default_ts: str | None, sessions: str | None):
-    from nemori_cli.pipeline import readers
+    from nemori_cli.importers import native as readers
 
     default_timestamp = None
     if default_ts:
@@ -154,7 +154,7 @@ def _changed_ids(db, user: str, incoming, namespace: str) -> list[str]:
 
 
 def _only_sessions(messages, sessions: str | None, name: str):
-    from nemori_cli.pipeline.readers import in_sessions, parse_session_range
+    from nemori_cli.importers.native import in_sessions, parse_session_range
 
     span = parse_session_range(sessions)
     return in_sessions(messages, span, name) if span else messages

@@ -94,7 +94,7 @@ def test_sees_rows_still_in_another_writers_log(cache, tmp_path):
     writer = Database(path)
     try:
         from nemori_cli.store import messages as message_sql
-        from nemori_cli.pipeline.readers import read_jsonl
+        from nemori_cli.importers.native import read_jsonl
 
         file = write_jsonl(tmp_path / "two.jsonl", conversation(("kayak", "piano")))
         with file.open("rb") as f:

@@ -28,7 +28,7 @@ from hypothesis.control import currently_in_test_context
 from hypothesis import strategies as st
 
 from nemori_cli.errors import InputError
-from nemori_cli.pipeline.readers import parse_timestamp, read_jsonl, read_locomo
+from nemori_cli.importers.native import parse_timestamp, read_jsonl, read_locomo
 from nemori_cli.store import forget as forget_sql
 from nemori_cli.store import messages as message_sql
 from nemori_cli.store.db import Database

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from nemori_cli.errors import InputError
-from nemori_cli.pipeline.readers import (
+from nemori_cli.importers.native import (
     list_locomo_samples,
     parse_locomo_datetime,
     parse_timestamp,

@@ -44,7 +44,7 @@ integration: install
 # model, then hostile input with hypothesis at >= 1,000 examples per test (about 40 minutes).
 KILLS ?= 50
 faults: install
-	$(PY) scripts/fault_campaign.py --kills $(KILLS) --seed 1 --out docs/bench/faults-campaign.json
+	$(PY) scripts/fault_campaign.py --kills $(KILLS) --seed 1 --messages 16 --out docs/bench/faults-campaign.json
 	HYPOTHESIS_PROFILE=campaign $(PY) -m pytest -q tests/unit/test_hostile_input.py
 
 bench-search: install

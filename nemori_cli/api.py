@@ -1,0 +1,303 @@
+"""The Python API: `from nemori_cli import Memory`.
+
+One `Memory` is one user's memory in one SQLite file. It is the layer the CLI
+and the MCP server stand on: the same session (deps.py), the same readers, the
+same runner, search and answer, so a program gets exactly what the shell gets.
+
+    with Memory("chat.db", user="priya") as memory:
+        memory.ingest([{"speaker": "Priya", "content": "I moved to Berlin", "timestamp": "2024-06-02T10:00:00"}])
+        hits = memory.search("where does Priya live")
+        answer = memory.ask("Where does Priya live now?")
+
+Every failure is a NemoriError (errors.py) with one line saying what and
+where; nothing is written by a call that fails on its input. Models load on
+first use: `search` needs only the embedder, `ask` and `ingest` the LLM too.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from nemori_cli import deps
+from nemori_cli.config import Settings
+from nemori_cli.domain import Answer, Episode, Fact, Hit, IncomingMessage, Note
+from nemori_cli.errors import ConfigError, InputError, StoreError
+from nemori_cli.pipeline.runner import IngestReport
+from nemori_cli.retrieval.search import DEFAULT_PROFILE, PROFILES, SearchOptions
+
+MemoryName = Literal["native", "summary", "naive-rag", "amem", "nemori+amem"]
+ForgetKind = Literal["episode", "fact", "note"]
+
+# Messages given to `ingest` get this id namespace, so the ids a program
+# chooses never collide with those of a file ingested from the shell.
+API_NAMESPACE = "api:"
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    """What one `ingest` call did."""
+
+    read: int  # messages given
+    added: int  # new ones (a message already stored under its id is not added again)
+    changed: int  # already stored under their id with other text: kept as stored
+    episodes: int
+    merged: int
+    facts: int
+    notes: int
+    pending: int  # stored, not yet made into memory (flush=False keeps the tail pending)
+    seconds: float
+    report: IngestReport  # the runner's whole report (LLM calls, fallbacks, tokens)
+
+
+class Memory:
+    """One user's memory in one SQLite file.
+
+    ``path``: the database file (created by the first `ingest`; reads of a
+    missing file fail). ``model``, ``embedder`` and ``answer_model`` name
+    presets from `nemori models` (or a .gguf path for ``model``); None takes
+    the environment's or the defaults, as the CLI does. ``memory`` chooses the
+    method on a new database (a later choice that disagrees is refused).
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        user: str = "default",
+        model: str | None = None,
+        embedder: str | None = None,
+        answer_model: str | None = None,
+        memory: MemoryName | None = None,
+        window: int = 20,
+    ) -> None:
+        self.settings: Settings = Settings.from_env(db=str(path), user=user, model=model, embedder=embedder, answer_model=answer_model)
+        if not 2 <= window <= 200:
+            raise ConfigError(f"window must be between 2 and 200 messages, not {window}")
+        self.memory, self.window = memory, window
+        self._open: tuple[str, deps.Session] | None = None
+
+    # -- plumbing ---------------------------------------------------------
+
+    @property
+    def user(self) -> str:
+        return self.settings.user
+
+    @property
+    def path(self) -> Path:
+        return self.settings.db_path
+
+    # How much a session may do: read < write (an existing file) < create (a new file too).
+    _POWER = {"read": 0, "write": 1, "create": 2}
+
+    def _session(self, kind: Literal["read", "write", "create"]) -> deps.Session:
+        """The one session of this object, reopened only when a call needs more than it may do.
+
+        A read never creates the file (a missing one is a StoreError); a write
+        or create is checked first to be able to write (a read-only file,
+        another application's SQLite file) before any model loads.
+        """
+        if self._open is not None and self._POWER[self._open[0]] >= self._POWER[kind]:
+            return self._open[1]
+        self.close()
+        session = deps.session(self.settings, create=kind == "create", write=kind == "write")
+        self._open = (kind, session)
+        return session
+
+    def close(self) -> None:
+        """Close the database; models stay loaded in the process for the next Memory."""
+        if self._open is not None:
+            self._open[1].close()
+        self._open = None
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- writing ----------------------------------------------------------
+
+    def ingest(self, messages: Iterable[Mapping[str, Any] | IncomingMessage], *, flush: bool = True, max_tokens: int | None = None) -> IngestResult:
+        """Store messages, then make episodes and facts of them (resumable, idempotent by message id).
+
+        A message is a mapping with ``speaker`` (or ``role``), ``content`` (or
+        ``text``), ``timestamp`` (ISO 8601 text or a datetime) and optional
+        ``id`` and ``session``, exactly a line of nemori's JSON Lines; or an
+        IncomingMessage. All are checked before anything is written.
+        """
+        from nemori_cli.memory.amem import AmemSettings
+        from nemori_cli.memory.profile import resolve
+
+        incoming = read_messages(messages)
+        if max_tokens is not None and max_tokens <= 0:
+            raise ConfigError(f"max_tokens must be a positive number of tokens, not {max_tokens}")
+        session = self._session("create")
+        session.llm  # a missing model or a dead endpoint fails here, before any write
+        profile = resolve(session.db, {"memory": self.memory})
+        pipeline = session.pipeline(profile, window=self.window, notes=AmemSettings())
+        added = pipeline.add_messages(incoming, API_NAMESPACE)
+        from nemori_cli.store.messages import changed_keys
+
+        changed = len(changed_keys(session.db, self.user, incoming, API_NAMESPACE))
+        report = pipeline.process(flush=flush, max_tokens=max_tokens)
+        report.read, report.added, report.changed = len(incoming), added, changed
+        return IngestResult(
+            read=len(incoming), added=added, changed=changed, episodes=report.episodes, merged=report.merged,
+            facts=report.facts, notes=report.notes, pending=report.pending, seconds=report.seconds, report=report,
+        )
+
+    def forget(self, kind: ForgetKind | Literal["user"], item_id: int | None = None) -> dict[str, int]:
+        """Delete one episode, fact or note for good (``forget("fact", 3)``), or everything of this user (``forget("user")``).
+
+        Returns what was deleted, table by table. The text is scrubbed out of the file too.
+        """
+        from nemori_cli.errors import StoreError
+        from nemori_cli.store import forget as forget_sql
+
+        if kind == "user":
+            if item_id is not None:
+                raise ConfigError("forget('user') takes no id")
+            args: tuple = ()
+        elif kind in ("episode", "fact", "note"):
+            if not isinstance(item_id, int) or isinstance(item_id, bool):
+                raise ConfigError(f"forget({kind!r}) needs the {kind}'s id (an integer)")
+            args = (item_id,)
+        else:
+            raise ConfigError(f"forget: {kind!r} is not one of episode, fact, note, user")
+        session = self._session("write")  # forgetting never creates a database
+        store = session.db
+        extra = {"reembed": lambda text: session.embedder.embed_documents([text])[0]} if kind in ("episode", "note") else {}
+        with store.transaction():
+            counts = getattr(forget_sql, f"forget_{kind}")(store, self.user, *args, **extra)
+        if not forget_sql.make_physical(store, vacuum=kind == "user"):
+            raise StoreError(
+                f"forgotten from the memory, but another process reading {self.path} keeps the old text in the file "
+                "until it closes; run `nemori forget --scrub` then"
+            )
+        return counts
+
+    # -- reading ----------------------------------------------------------
+
+    def search(self, query: str, *, profile: str = DEFAULT_PROFILE, options: SearchOptions | None = None, **overrides: Any) -> list[Hit]:
+        """Memories for ``query``, best first, without any LLM (vector and full-text search, fused).
+
+        ``profile`` is "budget" (default) or "paper"; ``options`` replaces it
+        whole; keyword ``overrides`` (k=, facts=, messages=, budget=, mode=...)
+        change single fields of it.
+        """
+        from nemori_cli.retrieval.search import search
+
+        text = _query_text(query, "query")
+        session = self._session("read")
+        hits, _ms = search(session.db, self.user, session.embedder, text, self._options(profile, options, overrides))
+        return hits
+
+    def ask(self, question: str, *, profile: str = DEFAULT_PROFILE, options: SearchOptions | None = None, today: str | date | None = None, **overrides: Any) -> Answer:
+        """Answer ``question`` from memory; ``Answer.cited`` holds the episode ids it comes from.
+
+        ``Answer.failed`` says the model gave no usable answer (the text says
+        so too); ``Answer.abstained`` that the memory does not hold it.
+        """
+        from nemori_cli.retrieval.answer import ask
+        from nemori_cli.store import telemetry
+
+        text = _query_text(question, "question")
+        search_options = self._options(profile, options, overrides)
+        session = self._session("read")
+        session.check_answer_model()
+        session.check_answer_endpoint()
+        embedder, llm = session.embedder, session.answer_llm
+        answer, _cited = ask(session.db, self.user, embedder, llm, text, search_options, today=_day(today))
+        with session.db.transaction():  # as `nemori ask` does: the answer's cost is counted in stats
+            telemetry.write(session.db, self.user, *llm.log.drain())
+        return answer
+
+    def episodes(self, *, include_superseded: bool = False, with_messages: bool = False, limit: int | None = None) -> list[Episode]:
+        """Episodes in time order (merged-away ones too with ``include_superseded``)."""
+        from nemori_cli.store import episodes as episode_sql
+
+        return episode_sql.list_all(self._session("read").db, self.user, include_superseded=include_superseded, with_messages=with_messages, limit=limit)
+
+    def episode(self, episode_id: int) -> Episode:
+        """One episode with its messages; StoreError when this user has none with that id."""
+        from nemori_cli.store import episodes as episode_sql
+
+        found = episode_sql.get(self._session("read").db, self.user, episode_id)
+        if found is None:
+            raise StoreError(f"no episode {episode_id} for user {self.user}")
+        return found
+
+    def facts(self, *, include_superseded: bool = False, limit: int | None = None) -> list[Fact]:
+        """Semantic facts (superseded ones, with what replaced them, on request)."""
+        from nemori_cli.store import facts as fact_sql
+
+        return fact_sql.list_all(self._session("read").db, self.user, include_superseded=include_superseded, limit=limit)
+
+    def notes(self, *, limit: int | None = None) -> list[Note]:
+        """A-MEM notes (memory modes amem and nemori+amem), with their links."""
+        from nemori_cli.store import notes as note_sql
+
+        return note_sql.list_all(self._session("read").db, self.user, limit=limit)
+
+    def stats(self) -> dict[str, int]:
+        """Rows stored for this user, table by table."""
+        from nemori_cli.store.forget import stored
+
+        return stored(self._session("read").db, self.user)
+
+    def _options(self, profile: str, options: SearchOptions | None, overrides: Mapping[str, Any]) -> SearchOptions:
+        if options is None:
+            if profile not in PROFILES:
+                raise ConfigError(f"profile {profile!r} is not one of {', '.join(PROFILES)}")
+            options = PROFILES[profile]
+        unknown = sorted(set(overrides) - set(SearchOptions.__dataclass_fields__))
+        if unknown:
+            raise ConfigError(f"unknown search option {', '.join(unknown)}; expected some of {', '.join(SearchOptions.__dataclass_fields__)}")
+        return replace(options, **overrides)
+
+
+def read_messages(messages: Iterable[Mapping[str, Any] | IncomingMessage], source: str = "<messages>") -> list[IncomingMessage]:
+    """Check messages given in code by the JSON Lines reader's own rules, so a program and a file are held to one standard.
+
+    Each mapping is written as one JSON line and read back: one set of rules,
+    one set of error messages ("<messages>:3: no 'timestamp' ..."), instead of
+    a second validator that would drift from the first.
+    """
+    from nemori_cli.importers.native import read_jsonl
+
+    if isinstance(messages, (str, bytes, Mapping)):
+        raise InputError(f"{source}: expected a list of messages, not a single {type(messages).__name__}")
+    lines: list[bytes] = []
+    for i, message in enumerate(messages, 1):
+        if isinstance(message, IncomingMessage):
+            message = {"speaker": message.speaker, "content": message.content, "timestamp": message.timestamp, "id": message.source_id, "session": message.session}
+        if not isinstance(message, Mapping):
+            raise InputError(f"{source}:{i}: a {type(message).__name__}, not a mapping; expected {{speaker, content, timestamp}}")
+        row = {k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in message.items() if v is not None}
+        try:
+            lines.append(json.dumps(row).encode("ascii"))  # escaped: a lone surrogate reaches the reader as the "\\ud800" it refuses
+        except (TypeError, ValueError) as e:
+            raise InputError(f"{source}:{i}: cannot be read as a message ({e})") from None
+    return read_jsonl(io.BytesIO(b"\n".join(lines)), source)
+
+
+def _query_text(value: str, what: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InputError(f"empty {what}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InputError(f"{what} {value[:60]!r} is not valid text") from None
+    return value.strip()
+
+
+def _day(today: str | date | None) -> str | None:
+    if today is None or today == "":
+        return None
+    return today.isoformat() if isinstance(today, date) else str(today)

@@ -1,0 +1,24 @@
+"""`nemori mcp`: serve the memory to an agent over MCP (stdio); the server is mcp_server/server.py."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from nemori_cli.cli import options as opt
+
+
+def mcp_cmd(
+    any_user: Annotated[bool, typer.Option("--any-user", help="Let a tool call name any user (default: only --user's memory is reachable).")] = False,
+    db_path: opt.Db = None,
+    user: opt.User = None,
+    model: opt.Model = None,
+    answer_model: Annotated[str | None, typer.Option("--answer-model", help="The model that answers `ask` (default: as `nemori ask`).", show_default=False)] = None,
+    embedder: opt.EmbedderName = None,
+) -> None:
+    """Serve this memory over the Model Context Protocol on stdin/stdout (tools: remember, recall, ask, forget)."""
+    from nemori_cli.mcp_server.server import serve
+
+    settings = opt.settings(db_path, user, model, embedder)  # bad settings fail here, as one line, before the server starts
+    serve(str(settings.db_path), settings.user, any_user=any_user, model=model, embedder=embedder, answer_model=answer_model)

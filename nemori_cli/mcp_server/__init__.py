@@ -1,0 +1,1 @@
+"""`nemori mcp`: the memory as a Model Context Protocol server, for agents (server.py)."""

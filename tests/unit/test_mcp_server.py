@@ -1,0 +1,123 @@
+"""The MCP server's tools through the SDK's in-memory client, with the fake LLM and embedder (tests/integration/test_mcp.py runs it over stdio with real models)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from nemori_cli import deps
+from nemori_cli.llm.base import StructuredLLM
+from nemori_cli.llm.fake import FakeBackend
+from tests.unit.fake_ingest import answer, conversation, isolate, use_fakes
+
+pytest.importorskip("mcp")
+
+
+def _answer(messages, schema):
+    if schema.get("title") == "Answer":
+        return {"answer": "the kayak", "sources": []}
+    return answer(messages, schema)
+
+
+@pytest.fixture()
+def memories(monkeypatch, tmp_path):
+    from nemori_cli.mcp_server.server import Memories
+
+    isolate(monkeypatch, tmp_path)
+    use_fakes(monkeypatch)
+    monkeypatch.setattr(deps, "build_answer_llm", lambda settings, memory_llm=None: StructuredLLM(FakeBackend(default=_answer)))
+    monkeypatch.setattr(deps, "answer_preset", lambda settings: type("P", (), {"kind": "llama", "name": "fake"})())
+    made = Memories(str(tmp_path / "m.db"), "ann", any_user=False, model=None, embedder=None, answer_model=None)
+    yield made
+    made.close()
+
+
+def _run(memories, body):
+    from mcp import Client
+
+    from nemori_cli.mcp_server.server import build
+
+    async def go():
+        async with Client(build(memories)) as client:
+            return await body(client)
+
+    return asyncio.run(go())
+
+
+def _messages(n_topics: int = 2):
+    return [{"speaker": r["speaker"], "content": r["content"], "timestamp": r["timestamp"], "id": r["id"]} for r in conversation()[: 4 * n_topics]]
+
+
+def test_tools_have_schemas_and_the_spec_annotations(memories):
+    async def body(client):
+        return {t.name: t for t in (await client.list_tools()).tools}
+
+    tools = _run(memories, body)
+    assert set(tools) == {"remember", "recall", "ask", "forget"}
+    hints = {name: (t.annotations.read_only_hint, t.annotations.destructive_hint, t.annotations.idempotent_hint) for name, t in tools.items()}
+    assert hints == {"remember": (False, False, True), "recall": (True, False, True), "ask": (True, False, True), "forget": (False, True, True)}
+    assert tools["remember"].input_schema["required"] == ["messages"]
+    assert set(tools["recall"].output_schema["properties"]) == {"query", "memories"}
+    assert tools["forget"].input_schema["properties"]["kind"]["enum"] == ["episode", "fact", "note"]
+
+
+def test_remember_recall_ask_forget(memories):
+    async def body(client):
+        remembered = await client.call_tool("remember", {"messages": _messages()})
+        recalled = await client.call_tool("recall", {"query": "kayak", "limit": 3})
+        asked = await client.call_tool("ask", {"question": "What about the kayak?", "today": "2023-06-01"})
+        episode = memories.of(None).episodes()[0].id
+        forgotten = await client.call_tool("forget", {"kind": "episode", "id": episode})
+        again = await client.call_tool("forget", {"kind": "episode", "id": episode})
+        return remembered, recalled, asked, forgotten, again
+
+    remembered, recalled, asked, forgotten, again = _run(memories, body)
+    assert not remembered.is_error and remembered.structured_content["added"] == 8 and remembered.structured_content["episodes"] == 2
+    assert len(recalled.structured_content["memories"]) <= 3 and "kayak" in recalled.structured_content["memories"][0]["text"]
+    assert asked.structured_content["answer"] == "the kayak" and asked.structured_content["failed"] is False
+    assert forgotten.structured_content["deleted"]["messages"] == 4
+    assert again.is_error and "no episode" in again.content[0].text
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "said"),
+    [
+        ("remember", {"messages": [{"speaker": "Ann", "content": "no time"}]}, "timestamp"),
+        ("remember", {"messages": [{"speaker": "Ann", "content": "x", "timestamp": "soon"}]}, "is not a date-time"),
+        ("remember", {"messages": []}, "messages"),
+        ("remember", {"messages": "not a list"}, "messages"),
+        ("recall", {"query": ""}, "query"),
+        ("recall", {"query": "kayak", "user": "bob"}, "serves user 'ann' only"),
+        ("forget", {"kind": "everything", "id": 1}, "kind"),
+        ("forget", {"kind": "fact", "id": 0}, "id"),
+    ],
+)
+def test_a_bad_call_is_an_mcp_error_and_writes_nothing(memories, tool, arguments, said):
+    async def body(client):
+        await client.call_tool("remember", {"messages": _messages(1)})
+        before = memories.of(None).stats()
+        result = await client.call_tool(tool, arguments)
+        return before, result
+
+    before, result = _run(memories, body)
+    assert result.is_error
+    assert said in result.content[0].text
+    assert memories.of(None).stats() == before
+
+
+def test_any_user_lets_a_call_choose_whose_memory(memories, tmp_path):
+    from nemori_cli.mcp_server.server import Memories
+
+    shared = Memories(memories.db_path, "ann", any_user=True, model=None, embedder=None, answer_model=None)
+
+    async def body(client):
+        await client.call_tool("remember", {"messages": _messages(1), "user": "bob"})
+        return await client.call_tool("recall", {"query": "kayak"}), await client.call_tool("recall", {"query": "kayak", "user": "bob"})
+
+    try:
+        mine, bobs = _run(shared, body)
+    finally:
+        shared.close()
+    assert mine.structured_content["memories"] == []
+    assert bobs.structured_content["memories"]

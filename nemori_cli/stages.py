@@ -11,6 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+# What the memory-building prompts read of one message: its first 400
+# characters (partition reads 240). A chat export's long assistant turns
+# (often 2,000+ characters) then cost what a short turn does, and the
+# estimates count characters as read (store/messages.py), not as stored.
+# The raw message is always kept whole; only the prompt is clipped.
+MESSAGE_CHARS_READ = 400
+
+
 @dataclass(frozen=True)
 class Stage:
     name: str

@@ -18,6 +18,7 @@ from nemori_cli.config import Settings, load_presets, resolve_embedder, resolve_
 from nemori_cli.domain import Backlog, IncomingMessage
 from nemori_cli.estimate import Estimate, estimate
 from nemori_cli.memory.profile import Profile
+from nemori_cli.stages import MESSAGE_CHARS_READ
 from nemori_cli.store import messages as message_sql
 from nemori_cli.store.db import Database
 
@@ -70,7 +71,7 @@ def plan(
         # it would keep the first (the readers refuse repeated ids, so they don't).
         first: dict[str, int] = {}
         for msg, key in zip(incoming, message_sql.keys_for(incoming, namespace)):
-            first.setdefault(key, len(msg.content))
+            first.setdefault(key, min(len(msg.content), MESSAGE_CHARS_READ))  # as the prompts read it
         stored = message_sql.stored_keys(db, settings.user, list(first)) if db is not None else set()
         changed = message_sql.changed_keys(db, settings.user, incoming, namespace) if db is not None else []
         new = {k: chars for k, chars in first.items() if k not in stored}

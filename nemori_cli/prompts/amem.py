@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field, StringConstraints, create_model, field_va
 from nemori_cli.domain import Note
 from nemori_cli.dates import format_date
 from nemori_cli.prompts.render import clip
+from nemori_cli.stages import MESSAGE_CHARS_READ
 
 KEYWORD_MAX = 32  # characters; short enough that the grammar keeps the bound
 TAG_MAX = 24
@@ -95,7 +96,7 @@ def drop_copied_example(values: list[str], content: str) -> list[str]:
 def render_attributes(content: str, day: str) -> list[dict[str, str]]:
     return [
         {"role": "system", "content": ATTRIBUTES_SYSTEM},
-        {"role": "user", "content": f"Memory ({day}): {clip(content, 600)}"},
+        {"role": "user", "content": f"Memory ({day}): {clip(content, MESSAGE_CHARS_READ)}"},
     ]
 
 

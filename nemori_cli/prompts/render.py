@@ -7,6 +7,7 @@ from datetime import datetime
 
 from nemori_cli.domain import Message
 from nemori_cli.dates import annotate_relative_times, format_date
+from nemori_cli.stages import MESSAGE_CHARS_READ
 
 
 def when(ts: datetime) -> str:
@@ -19,7 +20,7 @@ def clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
-def message_lines(messages: Sequence[Message], *, numbered: bool, limit: int = 400, clock: bool = True) -> str:
+def message_lines(messages: Sequence[Message], *, numbered: bool, limit: int = MESSAGE_CHARS_READ, clock: bool = True) -> str:
     """One line per message; relative times annotated with the date they mean.
 
     The date is written only when it changes, which keeps a window of twenty

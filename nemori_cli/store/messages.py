@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from nemori_cli.domain import Backlog, IncomingMessage, Message, to_epoch
+from nemori_cli.stages import MESSAGE_CHARS_READ
 from nemori_cli.store.db import Database, now_iso
 
 
@@ -91,8 +92,11 @@ def stored_keys(db: Database, user: str, keys: list[str]) -> set[str]:
 
 
 def backlog(db: Database, user: str) -> Backlog:
-    """Messages no episode owns yet: how many, and their characters (what an episodic memory mode has left to do)."""
-    row = db.one("SELECT count(*) AS n, coalesce(sum(length(content)), 0) AS chars FROM messages WHERE user_id = ? AND episode_id IS NULL", (user,))
+    """Messages no episode owns yet: how many, and their characters as the LLM reads them (what an episodic memory mode has left to do)."""
+    row = db.one(
+        "SELECT count(*) AS n, coalesce(sum(min(length(content), ?)), 0) AS chars FROM messages WHERE user_id = ? AND episode_id IS NULL",
+        (MESSAGE_CHARS_READ, user),
+    )
     return Backlog(int(row["n"]), int(row["chars"])) if row else Backlog(0, 0)
 
 
@@ -146,8 +150,8 @@ def by_ids(db: Database, user: str, ids: list[int]) -> dict[int, Message]:
 
 
 def characters_in_episodes(db: Database, user: str) -> int:
-    """Characters of message content of this user's messages that belong to an episode."""
-    row = db.one("SELECT sum(length(content)) AS n FROM messages WHERE user_id = ? AND episode_id IS NOT NULL", (user,))
+    """Characters of this user's messages that belong to an episode, as the LLM read them (stages.MESSAGE_CHARS_READ each at most)."""
+    row = db.one("SELECT sum(min(length(content), ?)) AS n FROM messages WHERE user_id = ? AND episode_id IS NOT NULL", (MESSAGE_CHARS_READ, user))
     return int(row["n"] or 0) if row else 0
 
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from nemori_cli.domain import Backlog, Note, NoteChange, to_epoch
 from nemori_cli.store import index
+from nemori_cli.stages import MESSAGE_CHARS_READ
 from nemori_cli.store.db import Database, now_iso
 
 _COLUMNS = "id, user_id, content, ts, keywords, tags, context, origin, message_id, episode_id, created_at, updated_at"
@@ -199,9 +200,9 @@ def unnoted_messages(db: Database, user: str, limit: int | None = None) -> list[
 def unnoted_backlog(db: Database, user: str) -> Backlog:
     """Messages without a note yet: how many, and their characters (--memory amem's work left)."""
     row = db.one(
-        "SELECT count(*) AS n, coalesce(sum(length(m.content)), 0) AS chars FROM messages m"
+        "SELECT count(*) AS n, coalesce(sum(min(length(m.content), ?)), 0) AS chars FROM messages m"
         " WHERE m.user_id = ? AND NOT EXISTS (SELECT 1 FROM notes n WHERE n.message_id = m.id)",
-        (user,),
+        (MESSAGE_CHARS_READ, user),
     )
     return Backlog(int(row["n"]), int(row["chars"])) if row else Backlog(0, 0)
 

@@ -31,11 +31,53 @@ def rich_bar():
     )
 
 
+# Off a terminal (stderr sent to a log file), a redrawn bar reaches the file
+# only when it ends; plain lines, at most one every LINE_EVERY_S seconds, reach
+# it as the work goes.
+LINE_EVERY_S = 10.0
+
+
+def line_progress(label: str, write: Callable[[str], object] | None = None, clock: Callable[[], float] | None = None) -> Callable[[int, int], None]:
+    """A (done, total) callback that writes 'label: done/total (pct), elapsed, eta' lines, flushed, rate-limited."""
+    import sys
+    import time
+
+    now = clock or time.monotonic
+    emit = write or (lambda line: (sys.stderr.write(line), sys.stderr.flush()))
+    started, last = now(), [float("-inf"), -1]
+
+    def update(done: int, total: int) -> None:
+        t = now()
+        finished = bool(total) and done >= total
+        if done == last[1] or (t - last[0] < LINE_EVERY_S and not finished):
+            return
+        last[0], last[1] = t, done
+        elapsed = t - started
+        share = f" ({done / total:.0%})" if total else ""
+        eta = f", eta {_clock(elapsed / done * (total - done))}" if total and done and not finished else ""
+        emit(f"{label}: {done}/{total or '?'}{share}, {_clock(elapsed)} elapsed{eta}\n")
+
+    return update
+
+
+def _clock(seconds: float) -> str:
+    minutes, sec = divmod(int(seconds + 0.5), 60)
+    return f"{minutes // 60}:{minutes % 60:02d}:{sec:02d}"
+
+
 @contextmanager
 def progress_bar(enabled: bool, label: str) -> Iterator[Callable[[int, int], None] | None]:
-    """One bar with ETA on stderr, updated through the (done, total) callback yielded; None when disabled."""
+    """One bar with ETA on stderr, updated through the (done, total) callback yielded; None when disabled.
+
+    On a terminal a rich bar; otherwise lines a log file gets as they happen.
+    """
+    import sys
+
     if not enabled:
         yield None
+        return
+    if not sys.stderr.isatty():
+        yield line_progress(label)
         return
     with rich_bar() as bar:
         task = bar.add_task(label, total=None)

@@ -207,3 +207,23 @@ def test_forgetting_a_note_and_a_user_report_the_same_way(cli, amem_file, tmp_pa
     db.close()
     text = cli("forget", "--user", "alice", "--yes", "--db", str(path)).output
     assert text.startswith("forgot user alice: ") and "messages: 5" in text
+
+
+def test_progress_off_a_terminal_is_lines_as_the_work_goes():
+    from nemori_cli.cli.progress import LINE_EVERY_S, line_progress
+
+    lines: list[str] = []
+    t = [0.0]
+    update = line_progress("episodes", write=lines.append, clock=lambda: t[0])
+    update(0, 40)
+    t[0] = 1.0
+    update(5, 40)  # too soon after the last line: not written
+    t[0] = LINE_EVERY_S + 1
+    update(10, 40)
+    t[0] = LINE_EVERY_S + 2
+    update(40, 40)  # the end is always written
+    assert lines == [
+        "episodes: 0/40 (0%), 0:00:00 elapsed\n",
+        "episodes: 10/40 (25%), 0:00:11 elapsed, eta 0:00:33\n",
+        "episodes: 40/40 (100%), 0:00:12 elapsed\n",
+    ]

@@ -19,7 +19,7 @@ app = typer.Typer(
     help="Local-first episodic memory for chats and agents: ingest messages, then search and ask.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
+    add_completion=True,
 )
 
 

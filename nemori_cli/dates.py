@@ -26,8 +26,10 @@ from __future__ import annotations
 import calendar
 import re
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import date, datetime, time, timedelta
 from typing import Callable
+
+from nemori_cli.errors import ConfigError
 
 # Spelled out rather than strftime("%B") so the output never depends on locale.
 _MONTHS = ("January", "February", "March", "April", "May", "June", "July",
@@ -52,6 +54,23 @@ def format_date(d: date) -> str:
     """'7 May 2023': no leading zero, English month names, day-month order
     (unambiguous, unlike 05/07/2023)."""
     return f"{d.day} {_MONTHS[d.month - 1]} {d.year}"
+
+
+def parse_as_of(text: str) -> datetime:
+    """A point in conversation time (--as-of): an ISO date-time, or an ISO date meaning the end of that day.
+
+    The end, so that "as of 30 June" includes what was said on 30 June. A
+    time without a zone is read as UTC, like the messages' own (domain.to_epoch).
+    """
+    value = text.strip()
+    try:
+        return datetime.combine(date.fromisoformat(value), time.max)
+    except ValueError:
+        pass
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        raise ConfigError(f"--as-of {text!r} is not an ISO date or date-time (e.g. 2024-06-30 or 2024-06-30T18:00)") from None
 
 
 def shift_months(d: date, n: int) -> date:

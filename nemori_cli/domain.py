@@ -75,6 +75,25 @@ class Fact:
     superseded_reason: str | None = None
     superseded_at: str | None = None
     origin: str = "new"  # how it came to be: new | merge | conflict
+    # In conversation time (see store/migrations.py, schema 7): known from the
+    # end of the episode it was distilled from until its successor's
+    # valid_from. None: not known (a fact older than the record).
+    episode_id: int | None = None  # the episode it was distilled from
+    valid_from: datetime | None = None
+    valid_until: datetime | None = None
+
+
+@dataclass(frozen=True)
+class PredictionRecord:
+    """What the prediction step made of one episode: why its facts exist (schema 7)."""
+
+    episode_id: int
+    method: str  # predicted | nothing-evoked | prediction-failed | direct (memory/semantic.py)
+    predicted: str | None  # the prediction; None when none was made
+    evoked: tuple[str, ...]  # the known facts it was predicted from
+    missed: tuple[str, ...] | None  # what the distillation found the prediction missed; None: no usable answer
+    dropped: tuple[str, ...]  # of those, dropped for naming what the messages never say
+    created_at: str
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from nemori_cli.cli import options as opt
-from nemori_cli.cli.render import change_json, console, esc, episode_json, fact_json, message_json, note_json, print_json
+from nemori_cli.cli.render import change_json, console, esc, episode_json, fact_json, message_json, note_json, print_json, validity
 from nemori_cli.errors import StoreError
 
 inspect_app = typer.Typer(help="Show what memory holds.", no_args_is_help=True)
@@ -55,16 +55,18 @@ def _show(
 @inspect_app.command("episodes")
 def episodes_cmd(
     all_episodes: Annotated[bool, typer.Option("--all", help="Include episodes merged into later ones.")] = False,
+    as_of: opt.AsOf = None,
     limit: Limit = None,
     db_path: opt.Db = None,
     user: opt.User = None,
     json_out: opt.Json = False,
 ) -> None:
-    """List episodes in time order."""
+    """List episodes in time order (with --as-of: those that had ended by then)."""
     from nemori_cli.store import episodes as episode_sql
 
+    moment = opt.as_of(as_of)
     settings, store = _open(db_path, user)
-    items = episode_sql.list_all(store, settings.user, with_messages=True, limit=limit, include_superseded=all_episodes)
+    items = episode_sql.list_all(store, settings.user, with_messages=True, limit=limit, include_superseded=all_episodes, as_of=moment)
     if json_out:
         print_json({"user": settings.user, "episodes": [episode_json(e) for e in items]})
         return
@@ -113,25 +115,29 @@ def _episode_as_text(out, e, parts) -> None:
 @inspect_app.command("facts")
 def facts_cmd(
     all_facts: Annotated[bool, typer.Option("--all", help="Include superseded facts.")] = False,
+    as_of: opt.AsOf = None,
     limit: Limit = None,
     db_path: opt.Db = None,
     user: opt.User = None,
     json_out: opt.Json = False,
 ) -> None:
-    """List semantic facts with the episodes they came from."""
+    """List semantic facts with the episodes they came from (with --as-of: those valid then, superseded since or not)."""
     from nemori_cli.store import facts as fact_sql
 
+    moment = opt.as_of(as_of)
     settings, store = _open(db_path, user)
-    items = fact_sql.list_all(store, settings.user, include_superseded=all_facts, limit=limit)
+    items = fact_sql.list_all(store, settings.user, include_superseded=all_facts, limit=limit, as_of=moment)
     if json_out:
-        print_json({"user": settings.user, "facts": [fact_json(f) for f in items]})
+        print_json({"user": settings.user, "as_of": moment.isoformat() if moment else None, "facts": [fact_json(f) for f in items]})
         return
     out = console()
     for f in items:
         sources = ",".join(f"E{e}" for e in f.source_episode_ids)
-        status = "" if f.status == "active" else f" [dim]({f.status})[/dim]"
-        out.print(f"[bold]F{f.id}[/bold] [dim]{sources:>8}[/dim] {esc(f.text)}{status}", soft_wrap=True)
-    out.print(f"[dim]{len(items)} facts for user {settings.user}[/dim]")
+        status = "" if f.status == "active" else f" [dim]({f.status}{' since' if moment else ''})[/dim]"
+        valid = f" [dim]{validity(f)}[/dim]" if moment else ""
+        out.print(f"[bold]F{f.id}[/bold] [dim]{sources:>8}[/dim] {esc(f.text)}{status}{valid}", soft_wrap=True)
+    when = f" as of {moment:%Y-%m-%d %H:%M}" if moment else ""
+    out.print(f"[dim]{len(items)} facts for user {settings.user}{when}[/dim]")
 
 
 @inspect_app.command("fact")
@@ -141,40 +147,10 @@ def fact_cmd(
     user: opt.User = None,
     json_out: opt.Json = False,
 ) -> None:
-    """One fact: its text, status and source episodes."""
-    _show("fact", fact_id, db_path, user, json_out, load=_load_fact, as_json=_fact_as_json, as_text=_fact_as_text)
+    """One fact: its text, status, validity in conversation time, sources, and why it exists (its episode's prediction and what it missed)."""
+    from nemori_cli.cli import fact_view
 
-
-def _load_fact(store, user: str, fact_id: int):
-    """The fact, its source episodes, and the facts it replaced."""
-    from nemori_cli.store import episodes as episode_sql
-    from nemori_cli.store import facts as fact_sql
-
-    f = fact_sql.get(store, user, fact_id)
-    if f is None:
-        return None
-    sources = episode_sql.by_ids(store, user, list(f.source_episode_ids))
-    return f, (sources, fact_sql.replaced(store, user, f.id))
-
-
-def _fact_as_json(f, related) -> dict:
-    sources, replaced = related
-    return {
-        **fact_json(f),
-        "sources": [episode_json(e, with_messages=False) for e in sources.values()],
-        "replaced": [fact_json(r) for r in replaced],
-    }
-
-
-def _fact_as_text(out, f, related) -> None:
-    sources, replaced = related
-    out.print(f"[bold]F{f.id}[/bold] ({f.status}, {f.origin}, created {f.created_at}): {esc(f.text)}", soft_wrap=True)
-    if f.superseded_by:
-        out.print(f"[yellow]superseded on {f.superseded_at}: {esc(f.superseded_reason)}[/yellow]", soft_wrap=True)
-    for r in replaced:
-        out.print(f"  replaced F{r.id}: {esc(r.text)}", soft_wrap=True)
-    for e in sources.values():
-        out.print(f"  from E{e.id} {e.start:%Y-%m-%d %H:%M}: {esc(e.title)}")
+    _show("fact", fact_id, db_path, user, json_out, load=fact_view.load, as_json=fact_view.as_json, as_text=fact_view.as_text)
 
 
 @inspect_app.command("notes")

@@ -17,8 +17,23 @@ ShowProgress = Annotated[
     Optional[bool],
     typer.Option("--progress/--quiet", help="Progress bar with ETA on stderr (default: only on a terminal).", show_default=False),
 ]
+AsOf = Annotated[
+    Optional[str],
+    typer.Option(
+        "--as-of",
+        help="Memory as it stood at this point of the conversation: an ISO date (the end of that day) or date-time; a time without a zone is UTC.",
+        show_default=False,
+    ),
+]
 Window = Annotated[int, typer.Option(min=2, max=200, help="Messages per window (the paper's w).")]
 
 
 def settings(db_path: str | None, user: str | None, model: str | None = None, embedder: str | None = None) -> Settings:
     return Settings.from_env(db=db_path, user=user, model=model, embedder=embedder)
+
+
+def as_of(value: str | None):
+    """The --as-of value as a datetime (None without one); a bad value is one ConfigError line, exit 2."""
+    from nemori_cli.dates import parse_as_of
+
+    return None if value is None else parse_as_of(value)

@@ -71,8 +71,8 @@ AnswerModel = Annotated[
 ]
 
 
-def search_options(profile: Profile, *, k, facts, raw, messages, budget, context, mode: SearchMode, notes: int, linked: int, turns=None):
-    """The profile's settings, with the options given on the command line instead of its own."""
+def search_options(profile: Profile, *, k, facts, raw, messages, budget, context, mode: SearchMode, notes: int, linked: int, turns=None, as_of=None):
+    """The profile's settings, with the options given on the command line instead of its own (``as_of``: a datetime)."""
     from dataclasses import replace
 
     from nemori_cli.retrieval.search import PROFILES
@@ -83,7 +83,7 @@ def search_options(profile: Profile, *, k, facts, raw, messages, budget, context
         chosen["context"] = context.value
         if context is Context.messages:
             chosen["layout"] = "grouped"  # raw blocks per episode: the paper's P variant
-    return replace(PROFILES[profile.value], mode=mode.value, notes=notes, linked=linked, **chosen)
+    return replace(PROFILES[profile.value], mode=mode.value, notes=notes, linked=linked, as_of=as_of, **chosen)
 
 
 def search_cmd(
@@ -99,6 +99,7 @@ def search_cmd(
     linked: Linked = 10,
     mode: Mode = SearchMode.hybrid,
     context: ContextOpt = None,
+    as_of: opt.AsOf = None,
     db_path: opt.Db = None,
     user: opt.User = None,
     embedder: opt.EmbedderName = None,
@@ -109,7 +110,10 @@ def search_cmd(
     from nemori_cli.retrieval.search import search
 
     text = _text_arg(query, "query")
-    options = search_options(profile, k=k, facts=facts, raw=raw, messages=messages, budget=budget, context=context, mode=mode, notes=notes, linked=linked, turns=turns)
+    moment = opt.as_of(as_of)  # a bad date is refused before anything loads
+    options = search_options(
+        profile, k=k, facts=facts, raw=raw, messages=messages, budget=budget, context=context, mode=mode, notes=notes, linked=linked, turns=turns, as_of=moment
+    )
     session = deps.session(opt.settings(db_path, user, None, embedder))
     hits, ms = search(session.db, session.user, session.embedder, text, options)
     if json_out:
@@ -117,6 +121,7 @@ def search_cmd(
             {
                 "query": text,
                 "user": session.user,
+                "as_of": moment.isoformat() if moment else None,
                 "hits": [hit_json(h) for h in hits],
                 "tokens": {"prompt": 0, "completion": 0},  # retrieval spends no LLM tokens
                 "ms": round(ms, 2),
@@ -142,7 +147,7 @@ def search_cmd(
             continue
         out.print(f"[bold]E{h.id}[/bold] {h.start:%Y-%m-%d %H:%M}  score {h.score:.4f}  [bold]{esc(h.title)}[/bold]")
         out.print(f"   {esc(h.text)}", soft_wrap=True)
-    out.print(f"[dim]{len(hits)} hits in {ms:.1f} ms[/dim]")
+    out.print(f"[dim]{len(hits)} hits in {ms:.1f} ms{_as_of_note(moment)}[/dim]")
 
 
 def ask_cmd(
@@ -158,7 +163,8 @@ def ask_cmd(
     linked: Linked = 10,
     mode: Mode = SearchMode.hybrid,
     context: ContextOpt = None,
-    today: Annotated[str, typer.Option(help="Date to treat as today for questions like 'how long ago' (default: none).")] = "",
+    as_of: opt.AsOf = None,
+    today: Annotated[str, typer.Option(help="Date to treat as today for questions like 'how long ago' (default: the --as-of date, else none).")] = "",
     db_path: opt.Db = None,
     user: opt.User = None,
     model: opt.Model = None,
@@ -172,7 +178,10 @@ def ask_cmd(
     from nemori_cli.store import telemetry
 
     text = _text_arg(question, "question")
-    options = search_options(profile, k=k, facts=facts, raw=raw, messages=messages, budget=budget, context=context, mode=mode, notes=notes, linked=linked, turns=turns)
+    moment = opt.as_of(as_of)  # a bad date is refused before any model loads
+    options = search_options(
+        profile, k=k, facts=facts, raw=raw, messages=messages, budget=budget, context=context, mode=mode, notes=notes, linked=linked, turns=turns, as_of=moment
+    )
     settings = opt.settings(db_path, user, model, embedder)
     settings.answer_model = answer_model or settings.answer_model
     session = deps.session(settings)
@@ -190,6 +199,7 @@ def ask_cmd(
         print_json(
             {
                 "question": answer.question,
+                "as_of": moment.isoformat() if moment else None,
                 "answer": answer.answer,
                 "abstained": answer.abstained,  # the memories do not hold the answer
                 "failed": answer.failed,  # the model gave no usable answer
@@ -215,5 +225,9 @@ def ask_cmd(
             out.print(f"[dim]  N{h.id} {h.start:%Y-%m-%d}: {esc(h.text)}[/dim]", soft_wrap=True)
     out.print(
         f"[dim]{len(answer.hits)} memories, {answer.usage.prompt_tokens}+{answer.usage.completion_tokens} tokens, "
-        f"search {answer.search_ms:.0f} ms, answer {answer.answer_ms / 1000:.1f} s[/dim]"
+        f"search {answer.search_ms:.0f} ms, answer {answer.answer_ms / 1000:.1f} s{_as_of_note(moment)}[/dim]"
     )
+
+
+def _as_of_note(moment) -> str:
+    return f", memory as of {moment:%Y-%m-%d %H:%M}" if moment else ""

@@ -67,8 +67,22 @@ def fact_json(f: Fact) -> dict:
         "origin": f.origin,
         "superseded_by": f.superseded_by,
         "superseded_reason": f.superseded_reason,
-        "superseded_at": f.superseded_at,
+        "superseded_at": f.superseded_at,  # the ingest's clock
+        # Conversation time (null: not known, see store/migrations.py schema 7).
+        "episode_id": f.episode_id,
+        "valid_from": f.valid_from.isoformat() if f.valid_from else None,
+        "valid_until": f.valid_until.isoformat() if f.valid_until else None,
     }
+
+
+def validity(f: Fact) -> str:
+    """When a fact was true in the conversation's time, in words."""
+    if f.valid_from is None:
+        return "valid from: not recorded (no source episode to date it by)"
+    since = f"valid from {f.valid_from:%Y-%m-%d %H:%M}"
+    if f.valid_until is not None:
+        return f"{since} until {f.valid_until:%Y-%m-%d %H:%M}"
+    return f"{since}, still valid" if f.status == "active" else f"{since}, until: not recorded"
 
 
 def note_json(n: Note) -> dict:

@@ -120,7 +120,7 @@ class _Probe:
 
     def _distill(self, episodes) -> list[tuple[str, Any, int]]:
         """New facts per episode, with one known fact seeded so that prediction is asked."""
-        from nemori_cli.memory.semantic import SemanticSettings, distill_facts
+        from nemori_cli.memory.semantic import SemanticSettings, distill
         from nemori_cli.store import facts as fact_sql
 
         first_id = episodes[0][0]
@@ -131,7 +131,7 @@ class _Probe:
         evoke_all = SemanticSettings(threshold=-1.0)
         found = []
         for episode_id, draft, group, vector in episodes:
-            texts = distill_facts(self.db, sample.USER, self.llm, draft.title, list(group.messages), vector, evoke_all)
+            texts = distill(self.db, sample.USER, self.llm, draft.title, list(group.messages), vector, evoke_all).facts
             found.extend((text, None, episode_id) for text in texts)
         if found:
             vectors = self.embedder.embed_documents([text for text, _, _ in found])

@@ -15,7 +15,7 @@ from nemori_cli.errors import ConfigError
 from nemori_cli.memory import amem
 from nemori_cli.memory.amem import NotePlan, NoteSource
 from nemori_cli.memory.mode import Made, MemoryMode, NewEpisode, Tools, Worker
-from nemori_cli.memory.semantic import distill_facts
+from nemori_cli.memory import semantic
 from nemori_cli.store import notes as note_sql
 from nemori_cli.store.db import Database
 
@@ -85,7 +85,9 @@ class _FactNotes(Worker):
     def after_episode(self, episode: NewEpisode) -> Made:
         t = self.tools
         # What memory already knows lives in the notes here.
-        texts = distill_facts(t.db, t.user, t.llm, episode.draft.title, list(episode.messages), episode.vector, t.semantic, evoke=amem.evoke)
+        made = semantic.distill(t.db, t.user, t.llm, episode.draft.title, list(episode.messages), episode.vector, t.semantic, evoke=amem.evoke)
+        semantic.record(t.db, t.user, episode.id, made)  # what the prediction (from notes) missed, with the notes it made
+        texts = made.facts
         for text in texts:
             self.notes.remember(t.db, t.user, NoteSource(text, episode.draft.start, episode_id=episode.id))
         return Made(facts=len(texts), notes=len(texts))

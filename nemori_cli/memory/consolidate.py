@@ -15,7 +15,8 @@ are its candidates (none: it is new, without a call).
 The yes/no answers are only trusted from a model that passes a self-check on
 two fixed pairs (once per run); a model that fails it (the 0.5B default
 answers yes to everything) retires nothing, and that is logged as a fallback.
-Superseded facts keep their rows with what replaced them, when and why.
+Superseded facts keep their rows with what replaced them, when and why; in
+conversation time they stay valid until their successor's episode (valid_until).
 """
 
 from __future__ import annotations
@@ -117,12 +118,13 @@ def apply(db: Database, user: str, decision: Decision, vector: np.ndarray, episo
         fact_sql.add_sources(db, target, [episode_id])
         return target
     if decision.action == "new":
-        return fact_sql.add(db, user, decision.text, vector, [episode_id])
+        return fact_sql.add(db, user, decision.text, vector, [episode_id], episode_id=episode_id)
     if decision.action == "conflict":
-        new_id = fact_sql.add(db, user, decision.text, vector, [episode_id], origin="conflict")
+        new_id = fact_sql.add(db, user, decision.text, vector, [episode_id], origin="conflict", episode_id=episode_id)
         fact_sql.supersede(db, user, list(decision.targets), new_id, f"outdated by F{new_id} (from episode E{episode_id}): {decision.text}")
         return new_id
     sources = sorted({e for f in fact_sql.by_ids(db, user, list(decision.targets)).values() for e in f.source_episode_ids} | {episode_id})
-    new_id = fact_sql.add(db, user, decision.text, vector, sources, origin="merge")
+    # Made from this episode (it is valid from its end), carrying its predecessors' sources as provenance.
+    new_id = fact_sql.add(db, user, decision.text, vector, sources, origin="merge", episode_id=episode_id)
     fact_sql.supersede(db, user, list(decision.targets), new_id, f"merged into F{new_id}, which says more (from episode E{episode_id})")
     return new_id

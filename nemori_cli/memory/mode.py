@@ -17,6 +17,7 @@ worker only decides and writes inside the transaction it is given.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -136,6 +137,6 @@ class MemoryMode:
         """Whether raw turns are searched as hits of their own (not when each unit of memory already is one)."""
         return True
 
-    def always_shown(self, db: Database, user: str) -> list[Hit]:
-        """Hits shown with every answer whatever was retrieved (the running summary)."""
+    def always_shown(self, db: Database, user: str, *, as_of: datetime | None = None) -> list[Hit]:
+        """Hits shown with every answer whatever was retrieved (the running summary), as memory stood at ``as_of``."""
         return []

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from nemori_cli.memory import consolidate
 from nemori_cli.memory.mode import Made, MemoryMode, NewEpisode, Tools, Worker
-from nemori_cli.memory.semantic import distill_facts
+from nemori_cli.memory import semantic
 from nemori_cli.store import facts as fact_sql
 
 if TYPE_CHECKING:
@@ -28,12 +28,14 @@ class _FactWorker(Worker):
         if not self.profile.facts:
             return Made()  # --no-facts: episodes only (the paper's 'w/o semantic memory')
         t = self.tools
-        texts = distill_facts(t.db, t.user, t.llm, episode.draft.title, list(episode.messages), episode.vector, t.semantic)
+        made = semantic.distill(t.db, t.user, t.llm, episode.draft.title, list(episode.messages), episode.vector, t.semantic)
+        semantic.record(t.db, t.user, episode.id, made)  # in this episode's transaction, with its facts
+        texts = made.facts
         if not texts:
             return Made()
         for text, vector in zip(texts, t.embedder.embed_documents(texts)):
             if self.consolidator is None:
-                fact_sql.add(t.db, t.user, text, vector, [episode.id])
+                fact_sql.add(t.db, t.user, text, vector, [episode.id], episode_id=episode.id)
                 continue
             decision = self.consolidator.decide(t.db, t.user, text, vector)
             consolidate.apply(t.db, t.user, decision, vector, episode.id)

@@ -6,6 +6,9 @@ knowledge only; then keep as facts only what the raw messages hold that the
 prediction missed or got wrong. With nothing evoked there is nothing to
 predict from, so no prediction call is spent and everything new is distilled.
 
+What was predicted and what it missed are kept per episode (``record``), so
+`nemori inspect fact` can say why a fact exists.
+
 Deterministic passes: relative times in facts get their absolute dates; a fact
 naming a capitalised word found nowhere in the messages (an invented name or
 place) is dropped and counted.
@@ -26,6 +29,7 @@ from nemori_cli.dates import annotate_relative_times
 from nemori_cli.prompts import distill as distill_prompt
 from nemori_cli.prompts import predict as predict_prompt
 from nemori_cli.store import facts as fact_sql
+from nemori_cli.store import predictions as prediction_sql
 from nemori_cli.store.db import Database
 
 PREDICTION = stages.PREDICTION
@@ -56,7 +60,26 @@ def ungrounded(fact: str, source_text: str) -> list[str]:
     return [w for w in _CAPITALISED.findall(fact) if w not in _ALWAYS_OK and w.lower() not in source_text]
 
 
-def distill_facts(
+# How an episode's facts were distilled (the prediction record's method).
+PREDICTED = "predicted"  # predicted from evoked facts; the facts are what the prediction missed
+NOTHING_EVOKED = "nothing-evoked"  # nothing known was related: no prediction, everything new was kept
+PREDICTION_FAILED = "prediction-failed"  # the prediction was unusable: distilled as if nothing were known
+DIRECT = "direct"  # --distill direct: extracted from the raw episode, no prediction step at all
+
+
+@dataclass(frozen=True)
+class Distillation:
+    """One episode's semantic step, whole: the facts, and why they exist (kept by ``record``)."""
+
+    facts: list[str]  # what becomes facts: grounded, relative times dated
+    method: str
+    predicted: str | None = None  # the prediction the distillation was given
+    evoked: tuple[str, ...] = ()  # the known facts it was predicted from
+    missed: tuple[str, ...] | None = None  # what the distillation found the prediction missed; None: no usable answer
+    dropped: tuple[str, ...] = ()  # of those, dropped for naming what the messages never say
+
+
+def distill(
     db: Database,
     user: str,
     llm: StructuredLLM,
@@ -66,14 +89,15 @@ def distill_facts(
     settings: SemanticSettings = SemanticSettings(),
     *,
     evoke=None,
-) -> list[str]:
-    """New facts for one episode (possibly none), every outcome counted.
+) -> Distillation:
+    """New facts for one episode (possibly none) and how they came to be, every outcome counted.
 
     ``evoke`` looks up what memory already knows (default: the facts table;
     --memory nemori+amem passes its notes' lookup).
     """
     evoke = evoke or fact_sql.evoke
     known = [] if settings.direct else evoke(db, user, episode_vector, k=settings.evoke_k, threshold=settings.threshold)
+    method = DIRECT if settings.direct else PREDICTED if known else NOTHING_EVOKED
     prediction = None
     if known:
         try:
@@ -82,13 +106,15 @@ def distill_facts(
             ).value.prediction
         except LLMOutputError as e:
             llm.log.fallback(PREDICTION, f"{e.message}; distilling without a prediction")
+            method = PREDICTION_FAILED
+    evoked = tuple(f.text for f in known)
     try:
         facts = llm.complete(
             distill_prompt.render(messages, prediction, direct=settings.direct), schema=distill_prompt.Distilled, stage=DISTILLATION
         ).value.facts
     except LLMOutputError as e:
         llm.log.fallback(DISTILLATION, f"{e.message}; no facts from this episode")
-        return []
+        return Distillation([], method, prediction, evoked)
     source = " ".join([m.content for m in messages] + [m.speaker for m in messages]).lower()
     anchor = messages[0].timestamp
     kept, dropped = [], []
@@ -97,4 +123,12 @@ def distill_facts(
     dated = [annotate_relative_times(f, anchor) for f in kept]
     if dropped or dated != kept:
         llm.log.repaired(DISTILLATION, f"dropped {len(dropped)} facts naming what the messages never say; dated {sum(a != b for a, b in zip(dated, kept))}")
-    return dated
+    return Distillation(dated, method, prediction, evoked, tuple(facts), tuple(dropped))
+
+
+def record(db: Database, user: str, episode_id: int, made: Distillation) -> None:
+    """Keep why this episode's facts exist, in the unit of work that writes them (the caller's transaction)."""
+    prediction_sql.record(
+        db, user, episode_id, method=made.method, predicted=made.predicted, evoked=list(made.evoked),
+        missed=None if made.missed is None else list(made.missed), dropped=list(made.dropped),
+    )

@@ -8,6 +8,7 @@ oldest lines go first if that grows past the limit.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from nemori_cli import stages
@@ -75,10 +76,10 @@ class Summary(MemoryMode):
     def start(self, profile: Profile, tools: Tools) -> Worker:
         return _SummaryWorker(tools)
 
-    def always_shown(self, db: Database, user: str) -> list[Hit]:
-        """The latest summary, dated by the span of the live episodes, shown with every answer."""
-        latest = current(db, user)
-        span = episode_sql.active_span(db, user) if latest else None
+    def always_shown(self, db: Database, user: str, *, as_of: datetime | None = None) -> list[Hit]:
+        """The latest summary (as of ``as_of``), dated by the span of the live episodes, shown with every answer."""
+        latest = summaries.latest(db, user, as_of=as_of)
+        span = episode_sql.active_span(db, user, as_of=as_of) if latest else None
         if latest is None or span is None:
             return []
         version, text = latest

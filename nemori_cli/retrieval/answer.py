@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, replace
 
 from nemori_cli import stages
+from nemori_cli.dates import format_date
 from nemori_cli.domain import Answer, Hit, Usage
 from nemori_cli.embed.base import Embedder
 from nemori_cli.errors import LLMOutputError
@@ -164,7 +165,14 @@ def ask(
     *,
     today: str | None = None,
 ) -> tuple[Answer, list[int]]:
-    """Retrieve and answer; returns the answer and the ids of the episodes it cites."""
+    """Retrieve and answer; returns the answer and the ids of the episodes it cites.
+
+    With ``options.as_of`` the memories are those of that moment, and unless
+    ``today`` is given, that day is "today" for the model: "how long ago" is
+    asked from then, not from whenever the question is run.
+    """
+    if options.as_of is not None and not today:
+        today = format_date(options.as_of.date())
     # A database from before the message index (not ingested since) has no raw turns to search
     # and cannot say a word was never said: it is read by its episodes instead, with no word cue.
     indexed = not message_index.unindexed(db, user, limit=1)
@@ -172,7 +180,7 @@ def ask(
         options = replace(options, k=10)
     hits, search_ms = search(db, user, embedder, question, options)
     words = question_words(question)
-    missing = message_index.unmentioned(db, user, words) if indexed and options.layout == "timeline" else []
+    missing = message_index.unmentioned(db, user, words, as_of=options.as_of) if indexed and options.layout == "timeline" else []
     if words and len(missing) == len(words):
         # Not one of the question's own words was ever said ("my hamster" in a chat about a cat):
         # whatever the vectors found is about something else. A 0.5B model told so still

@@ -4,15 +4,18 @@ Reciprocal rank fusion needs no score calibration between the two lists:
 each hit scores sum(1 / (RRF_K + rank)) over the lists that found it.
 Everything is filtered by user inside the indexes themselves (the vec0
 partition key, the FTS user column), so one user's memories never surface
-for another.
+for another. A point-in-time search (``as_of``) is filtered the same way,
+inside each index query (store/asof.py says what counts at a moment), so the
+top k are k memories of that moment, not what survives of k.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
+from datetime import datetime
 
-from nemori_cli.domain import Hit
+from nemori_cli.domain import Episode, Hit, to_epoch
 from nemori_cli.embed.base import Embedder
 from nemori_cli.memory.mode import MemoryMode
 from nemori_cli.memory.profile import mode_of
@@ -47,6 +50,8 @@ class SearchOptions:
     budget: int = 0
     layout: str = "grouped"  # how the answer prompt lays it out: grouped by kind (the paper's) | timeline
     text_weight: float = 1.0  # the full-text list's weight in the fusion (the vector list's is 1)
+    # Memory as it stood at this moment of the conversation (store/asof.py); None: as it stands now.
+    as_of: datetime | None = None
 
 
 # Named settings, so a run says which it used and the paper's stays comparable.
@@ -79,8 +84,8 @@ def fuse(ranked_lists: list[list[int]], k: int, weights: list[float] | None = No
 def _ranked(
     db: Database, user: str, query: str, query_vector, options: SearchOptions, vector_fn, text_fn, k: int
 ) -> tuple[list[tuple[int, float, list[int | None]]], dict[int, float]]:
-    vector_hits = vector_fn(db, user, query_vector, options.candidates) if query_vector is not None else []
-    text_hits = text_fn(db, user, query, options.candidates) if options.mode in ("hybrid", "text") else []
+    vector_hits = vector_fn(db, user, query_vector, options.candidates, as_of=options.as_of) if query_vector is not None else []
+    text_hits = text_fn(db, user, query, options.candidates, as_of=options.as_of) if options.mode in ("hybrid", "text") else []
     return fuse([[i for i, _ in vector_hits], [i for i, _ in text_hits]], k, [1.0, options.text_weight]), dict(vector_hits)
 
 
@@ -139,7 +144,7 @@ def _search(db: Database, user: str, embedder: Embedder, query: str, options: Se
         hits.extend(_message_hits(db, user, query, query_vector, options))
     if options.budget:
         hits = budget.select(hits, options.budget)
-    hits.extend(mode.always_shown(db, user))
+    hits.extend(mode.always_shown(db, user, as_of=options.as_of))
     return hits
 
 
@@ -147,7 +152,7 @@ def _message_hits(db: Database, user: str, query: str, query_vector, options: Se
     """Raw turns, searched like everything else; each brings its neighbouring turns."""
     fused, similarity = _ranked(db, user, query, query_vector, options, message_index.vector_search, message_index.text_search, options.messages)
     found = message_sql.by_ids(db, user, [i for i, _, _ in fused])
-    context = message_index.around(db, user, [found[i] for i, _, _ in fused if i in found], options.turns)
+    context = message_index.around(db, user, [found[i] for i, _, _ in fused if i in found], options.turns, as_of=options.as_of)
     hits = []
     for message_id, score, (vrank, trank) in fused:
         m = found.get(message_id)
@@ -189,7 +194,7 @@ def _note_hits(db: Database, user: str, query: str, query_vector, options: Searc
                 break
             if other not in top and other not in extra:
                 extra[other] = note_id
-    linked = note_sql.by_ids(db, user, list(extra))
+    linked = note_sql.by_ids(db, user, list(extra), as_of=options.as_of)  # a note linked later is not shown before it was made
     hits = []
     for note_id, score, (vrank, trank) in fused:
         if note_id in top:
@@ -217,7 +222,7 @@ def _note_hit(note, score: float, vrank, trank, similarity) -> Hit:
 
 
 def _fact_hits(db: Database, user: str, query: str, query_vector, options: SearchOptions) -> list[Hit]:
-    """Facts, searched the same hybrid way; a fact's time is its first source episode's."""
+    """Facts, searched the same hybrid way; a fact's time is its first source episode's (of those ended by ``as_of``)."""
     fused, similarity = _ranked(db, user, query, query_vector, options, fact_sql.vector_search, fact_sql.text_search, options.facts)
     facts = fact_sql.by_ids(db, user, [i for i, _, _ in fused])
     sources = episode_sql.by_ids(db, user, sorted({e for f in facts.values() for e in f.source_episode_ids}))
@@ -226,7 +231,7 @@ def _fact_hits(db: Database, user: str, query: str, query_vector, options: Searc
         fact = facts.get(fact_id)
         if fact is None:
             continue
-        times = [sources[e].start for e in fact.source_episode_ids if e in sources]
+        times = [sources[e].start for e in fact.source_episode_ids if e in sources and _ended(sources[e], options.as_of)]
         if not times:
             continue  # its episodes are gone; a fact is never shown without provenance
         hits.append(
@@ -244,3 +249,8 @@ def _fact_hits(db: Database, user: str, query: str, query_vector, options: Searc
             )
         )
     return hits
+
+
+def _ended(episode: Episode, as_of: datetime | None) -> bool:
+    """Whether an episode had ended by ``as_of`` (a later source of a fact, a duplicate seen since, is not shown before it happened)."""
+    return as_of is None or to_epoch(episode.end) <= to_epoch(as_of)

@@ -9,7 +9,7 @@ import numpy as np
 
 from nemori_cli.domain import Episode, to_epoch
 from nemori_cli.store import messages as message_sql
-from nemori_cli.store import index
+from nemori_cli.store import asof, index
 from nemori_cli.store.db import Database, now_iso
 
 
@@ -131,12 +131,23 @@ def by_ids(db: Database, user: str, ids: list[int], *, with_messages: bool = Fal
 
 
 def list_all(
-    db: Database, user: str, *, with_messages: bool = False, limit: int | None = None, include_superseded: bool = False
+    db: Database,
+    user: str,
+    *,
+    with_messages: bool = False,
+    limit: int | None = None,
+    include_superseded: bool = False,
+    as_of: datetime | None = None,
 ) -> list[Episode]:
+    """Episodes in time order; with ``as_of``, only those ended by then (store/asof.py)."""
     where = "user_id = ?" + ("" if include_superseded else " AND status = 'active'")
+    params: tuple = (user,)
+    if as_of is not None:
+        where += " AND end_epoch <= ?"
+        params += (asof.epoch(as_of),)
     sql = f"SELECT {_COLUMNS} FROM episodes WHERE {where} ORDER BY start_epoch, id"
     with db.snapshot():  # an episode merged away between the two reads would show without messages
-        rows = db.query(sql + (" LIMIT ?" if limit else ""), (user, limit) if limit else (user,))
+        rows = db.query(sql + (" LIMIT ?" if limit else ""), (*params, limit) if limit else params)
         msgs = message_sql.of_episodes(db, user, [r["id"] for r in rows]) if with_messages else {}
     return [_episode(r, msgs.get(r["id"], ())) for r in rows]
 
@@ -146,17 +157,17 @@ def count(db: Database, user: str) -> int:
     return int(row["n"]) if row else 0
 
 
-def vector_search(db: Database, user: str, query: np.ndarray, k: int) -> list[tuple[int, float]]:
-    """(episode id, cosine similarity), best first, within one user's partition.
+def vector_search(db: Database, user: str, query: np.ndarray, k: int, *, as_of: datetime | None = None) -> list[tuple[int, float]]:
+    """(episode id, cosine similarity), best first, within one user's partition (ended by ``as_of``: store/asof.py).
 
     Only active episodes are in the indexes: supersede() takes merged ones out.
     """
-    return index.vector_search(db, "episode_vec", user, query, k)
+    return index.vector_search(db, "episode_vec", user, query, k, asof.episodes(user, as_of) if as_of else None)
 
 
-def text_search(db: Database, user: str, query: str, k: int) -> list[tuple[int, float]]:
+def text_search(db: Database, user: str, query: str, k: int, *, as_of: datetime | None = None) -> list[tuple[int, float]]:
     """(episode id, BM25 score where higher is better), best first."""
-    return index.text_search(db, index.EPISODE_TEXT, user, query, k)
+    return index.text_search(db, index.EPISODE_TEXT, user, query, k, asof.episodes(user, as_of) if as_of else None)
 
 
 def chunk_texts(db: Database, user: str) -> list[str]:
@@ -170,9 +181,10 @@ def active_texts(db: Database, user: str) -> list[str]:
     return [f"{r['title']}\n{r['narrative']}" for r in rows]
 
 
-def active_span(db: Database, user: str) -> tuple[datetime, datetime] | None:
-    """(first start, last end) of this user's live episodes; None without any."""
-    row = db.one("SELECT min(start_ts) AS a, max(end_ts) AS b FROM episodes WHERE user_id = ? AND status = 'active'", (user,))
+def active_span(db: Database, user: str, *, as_of: datetime | None = None) -> tuple[datetime, datetime] | None:
+    """(first start, last end) of this user's live episodes (ended by ``as_of``); None without any."""
+    bound, params = (" AND end_epoch <= ?", (user, asof.epoch(as_of))) if as_of else ("", (user,))
+    row = db.one(f"SELECT min(start_ts) AS a, max(end_ts) AS b FROM episodes WHERE user_id = ? AND status = 'active'{bound}", params)
     if not row or row["a"] is None:
         return None
     return datetime.fromisoformat(row["a"]), datetime.fromisoformat(row["b"])

@@ -2,17 +2,30 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import numpy as np
 
 from nemori_cli.domain import Fact
-from nemori_cli.store import index
+from nemori_cli.store import asof, index
 from nemori_cli.store.db import Database, now_iso
 
 
-def add(db: Database, user: str, text: str, embedding: np.ndarray, source_episode_ids: list[int], origin: str = "new") -> int:
-    """Insert a fact with its sources and index it. Caller holds the transaction."""
+def add(
+    db: Database, user: str, text: str, embedding: np.ndarray, source_episode_ids: list[int], origin: str = "new", *, episode_id: int | None = None
+) -> int:
+    """Insert a fact with its sources and index it. Caller holds the transaction.
+
+    ``episode_id`` is the episode it was distilled from (default: the newest
+    source); the fact is valid from that episode's end, in conversation time.
+    """
     conn = db.conn
-    conn.execute("INSERT INTO facts(user_id, text, created_at, origin) VALUES (?, ?, ?, ?)", (user, text, now_iso(), origin))
+    made_from = max(source_episode_ids) if episode_id is None else episode_id
+    conn.execute(
+        "INSERT INTO facts(user_id, text, created_at, origin, episode_id, valid_from, valid_from_epoch) VALUES (?, ?, ?, ?, ?,"
+        " (SELECT end_ts FROM episodes WHERE id = ?), (SELECT end_epoch FROM episodes WHERE id = ?))",
+        (user, text, now_iso(), origin, made_from, made_from, made_from),
+    )
     fact_id = conn.last_insert_rowid()
     conn.executemany(
         "INSERT OR IGNORE INTO fact_sources(fact_id, episode_id) VALUES (?, ?)",
@@ -34,12 +47,16 @@ def supersede(db: Database, user: str, old_ids: list[int], new_id: int, reason: 
     """Facts replaced by ``new_id`` leave retrieval but keep their row: the audit trail.
 
     They stay in the indexes (filtered out at search time), so forgetting their
-    successor can bring them back without re-embedding.
+    successor can bring them back without re-embedding. In conversation time
+    they were valid until their successor became known (its valid_from);
+    superseded_at is the ingest's clock.
     """
     db.conn.executemany(
-        "UPDATE facts SET status = 'superseded', superseded_by = ?, superseded_reason = ?, superseded_at = ?"
+        "UPDATE facts SET status = 'superseded', superseded_by = ?, superseded_reason = ?, superseded_at = ?,"
+        " valid_until = (SELECT n.valid_from FROM facts n WHERE n.id = ?),"
+        " valid_until_epoch = (SELECT n.valid_from_epoch FROM facts n WHERE n.id = ?)"
         " WHERE user_id = ? AND id = ? AND status = 'active'",
-        [(new_id, reason, now_iso(), user, old) for old in old_ids],
+        [(new_id, reason, now_iso(), new_id, new_id, user, old) for old in old_ids],
     )
 
 
@@ -72,10 +89,17 @@ def _fact(row: dict, sources: tuple[int, ...]) -> Fact:
         superseded_reason=row["superseded_reason"],
         superseded_at=row["superseded_at"],
         origin=row["origin"],
+        episode_id=row["episode_id"],
+        valid_from=_time(row["valid_from"]),
+        valid_until=_time(row["valid_until"]),
     )
 
 
-_COLUMNS = "id, user_id, text, created_at, status, superseded_by, superseded_reason, superseded_at, origin"
+def _time(value: str | None) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(value)
+
+
+_COLUMNS = "id, user_id, text, created_at, status, superseded_by, superseded_reason, superseded_at, origin, episode_id, valid_from, valid_until"
 
 
 def by_ids(db: Database, user: str, ids: list[int]) -> dict[int, Fact]:
@@ -92,11 +116,16 @@ def get(db: Database, user: str, fact_id: int) -> Fact | None:
     return by_ids(db, user, [fact_id]).get(fact_id)
 
 
-def list_all(db: Database, user: str, *, include_superseded: bool = False, limit: int | None = None) -> list[Fact]:
-    where = "user_id = ?" + ("" if include_superseded else " AND status = 'active'")
+def list_all(db: Database, user: str, *, include_superseded: bool = False, limit: int | None = None, as_of: datetime | None = None) -> list[Fact]:
+    """Facts by id; with ``as_of``, those valid then (store/asof.py), superseded since or not."""
+    where = "user_id = ?" + ("" if include_superseded or as_of else " AND status = 'active'")
+    params: tuple = (user,)
+    if as_of is not None:
+        where += f" AND {asof.FACT_VALID}"
+        params += (asof.epoch(as_of),) * 2
     sql = f"SELECT {_COLUMNS} FROM facts WHERE {where} ORDER BY id"
     with db.snapshot():  # a fact whose episode was forgotten between the two reads would show without a source
-        rows = db.query(sql + (" LIMIT ?" if limit else ""), (user, limit) if limit else (user,))
+        rows = db.query(sql + (" LIMIT ?" if limit else ""), (*params, limit) if limit else params)
         sources = _sources(db, [r["id"] for r in rows])
     return [_fact(r, sources.get(r["id"], ())) for r in rows]
 
@@ -106,12 +135,20 @@ def count(db: Database, user: str) -> int:
     return int(row["n"]) if row else 0
 
 
-def vector_search(db: Database, user: str, query: np.ndarray, k: int) -> list[tuple[int, float]]:
-    """(fact id, cosine similarity), best first; superseded facts never come back."""
+def vector_search(db: Database, user: str, query: np.ndarray, k: int, *, as_of: datetime | None = None) -> list[tuple[int, float]]:
+    """(fact id, cosine similarity), best first; superseded facts never come back.
+
+    With ``as_of``: the facts valid then (store/asof.py), a superseded one
+    included while its successor was not yet known.
+    """
+    if as_of is not None:
+        return index.vector_search(db, "fact_vec", user, query, k, asof.facts(user, as_of))
     return _active(db, user, index.vector_search(db, "fact_vec", user, query, k + _superseded(db, user)))[:k]
 
 
-def text_search(db: Database, user: str, query: str, k: int) -> list[tuple[int, float]]:
+def text_search(db: Database, user: str, query: str, k: int, *, as_of: datetime | None = None) -> list[tuple[int, float]]:
+    if as_of is not None:
+        return index.text_search(db, index.FACT_TEXT, user, query, k, asof.facts(user, as_of))
     return _active(db, user, index.text_search(db, index.FACT_TEXT, user, query, k + _superseded(db, user)))[:k]
 
 

@@ -33,6 +33,7 @@ import numpy as np
 from nemori_cli.errors import StoreError
 from nemori_cli.store import message_index
 from nemori_cli.store import notes as note_sql
+from nemori_cli.store import predictions as prediction_sql
 from nemori_cli.store.db import Database
 
 TEXT_INDEXES = ("episode_fts", "fact_fts", "note_fts", "message_fts")
@@ -89,6 +90,9 @@ def _delete_facts(db: Database, user: str, ids: list[int]) -> dict[str, int]:
     if not ids:
         return counts
     doomed = set(ids)
+    rows = db.query(f"SELECT text, episode_id FROM facts WHERE user_id = ? AND id IN ({_marks(ids)})", (user, *ids))
+    # The prediction records still hold their text: what was missed, what was evoked.
+    prediction_sql.scrub(db, user, [r["text"] for r in rows], sorted({r["episode_id"] for r in rows if r["episode_id"] is not None}))
     survivors = db.query(
         f"SELECT id, superseded_by FROM facts WHERE user_id = ? AND superseded_by IN ({_marks(ids)})",
         (user, *ids),
@@ -99,7 +103,7 @@ def _delete_facts(db: Database, user: str, ids: list[int]) -> dict[str, int]:
         if _has_index_rows(db, row["id"]):
             db.conn.execute(
                 "UPDATE facts SET status = 'active', superseded_by = NULL, superseded_reason = NULL,"
-                " superseded_at = NULL WHERE id = ?",
+                " superseded_at = NULL, valid_until = NULL, valid_until_epoch = NULL WHERE id = ?",
                 (row["id"],),
             )
             counts["facts_restored"] += 1
@@ -171,6 +175,9 @@ def forget_episode(db: Database, user: str, episode_id: int, reembed: Reembed | 
     counts["messages"] = db.conn.changes()
     _delete_ids(db, "episode_fts", ids)
     _delete_ids(db, "episode_vec", ids)
+    prediction_sql.delete(db, ids)
+    # A fact that survives (it has other sources) no longer names the forgotten episode it was distilled from.
+    db.conn.execute(f"UPDATE facts SET episode_id = NULL WHERE user_id = ? AND episode_id IN ({marks})", (user, *ids))
     db.conn.execute(f"UPDATE episodes SET superseded_by = NULL WHERE id IN ({marks})", tuple(ids))
     counts["episodes"] = _delete_ids(db, "episodes", ids, column="id")
     return counts
@@ -188,6 +195,9 @@ def _delete_notes(db: Database, user: str, ids: list[int], reembed: Reembed | No
         return counts
     doomed = set(ids)
     marks = _marks(ids)
+    # nemori+amem: a note is a distilled fact, evoked into later predictions like one.
+    rows = db.query(f"SELECT content, episode_id FROM notes WHERE user_id = ? AND id IN ({marks})", (user, *ids))
+    prediction_sql.scrub(db, user, [r["content"] for r in rows], sorted({r["episode_id"] for r in rows if r["episode_id"] is not None}))
     changes = db.query(
         f"SELECT note_id, field, before, after FROM note_evolutions WHERE made_by IN ({marks}) ORDER BY id DESC", tuple(ids)
     )
@@ -251,7 +261,7 @@ def forget_fact(db: Database, user: str, fact_id: int) -> dict[str, int]:
 # episodes; facts and episodes point at themselves (one statement each, so
 # rows referring to rows deleted in the same statement are fine).
 _USER_TABLES = (
-    "note_fts", "note_vec", "notes",
+    "episode_predictions", "note_fts", "note_vec", "notes",
     "summaries", "fact_fts", "fact_vec", "facts", "message_fts", "message_vec", "messages",
     "episode_fts", "episode_vec", "episodes", "llm_calls", "stage_events",
 )

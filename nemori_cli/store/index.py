@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nemori_cli.store.asof import Within
 from nemori_cli.store.db import Database
 
 
@@ -28,13 +29,16 @@ NOTE_TEXT = TextIndex("note_fts", "note_fts_terms", "notes")
 MESSAGE_TEXT = TextIndex("message_fts", "message_fts_terms", "messages")
 
 
-def vector_search(db: Database, table: str, user: str, query: np.ndarray, k: int) -> list[tuple[int, float]]:
-    """(row id, cosine similarity), best first, within one user's partition."""
+def vector_search(db: Database, table: str, user: str, query: np.ndarray, k: int, within: Within | None = None) -> list[tuple[int, float]]:
+    """(row id, cosine similarity), best first, within one user's partition (and ``within``'s rows)."""
     if not db.has_vectors():
         return []
+    # vec0 takes a rowid IN constraint into its KNN scan: the k nearest of the
+    # rows allowed, not the k nearest filtered afterwards.
+    allowed = f" AND rowid IN ({within.sql})" if within else ""
     rows = db.query(
-        f"SELECT rowid, distance FROM {table} WHERE embedding MATCH ? AND k = ? AND user_id = ? ORDER BY distance",
-        (np.asarray(query, dtype=np.float32).tobytes(), k, user),
+        f"SELECT rowid, distance FROM {table} WHERE embedding MATCH ? AND k = ? AND user_id = ?{allowed} ORDER BY distance",
+        (np.asarray(query, dtype=np.float32).tobytes(), k, user, *(within.params if within else ())),
     )
     # vec0's cosine metric reports a distance (1 - cosine); report similarity.
     return [(int(r["rowid"]), 1.0 - float(r["distance"])) for r in rows]
@@ -84,15 +88,16 @@ def informative_terms(db: Database, query: str, text_index: "TextIndex | None" =
     return " ".join(kept or ranked[:1])
 
 
-def text_search(db: Database, text_index: TextIndex, user: str, query: str, k: int) -> list[tuple[int, float]]:
-    """(row id, BM25 score where higher is better), best first."""
+def text_search(db: Database, text_index: TextIndex, user: str, query: str, k: int, within: Within | None = None) -> list[tuple[int, float]]:
+    """(row id, BM25 score where higher is better), best first, among ``within``'s rows when given."""
     match = fts_query(informative_terms(db, " ".join(_WORD.findall(query.lower())), text_index))
     if match is None:
         return []
     fts = text_index.fts
+    allowed = f" AND rowid IN ({within.sql})" if within else ""
     rows = db.query(
         f"SELECT rowid, bm25({fts}) AS rank FROM {fts}"
-        f" WHERE {fts} MATCH ? AND user_id = ? ORDER BY rank LIMIT ?",
-        (match, user, k),
+        f" WHERE {fts} MATCH ? AND user_id = ?{allowed} ORDER BY rank LIMIT ?",
+        (match, user, *(within.params if within else ()), k),
     )
     return [(int(r["rowid"]), -float(r["rank"])) for r in rows]

@@ -11,11 +11,12 @@ is indexed on its next ingest.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 
 import numpy as np
 
 from nemori_cli.domain import Message, to_epoch
-from nemori_cli.store import index
+from nemori_cli.store import asof, index
 from nemori_cli.store import messages as message_sql
 from nemori_cli.store.db import Database
 
@@ -72,21 +73,24 @@ def count(db: Database, user: str) -> int:
     return int(row["n"]) if row else 0
 
 
-def vector_search(db: Database, user: str, query: np.ndarray, k: int) -> list[tuple[int, float]]:
-    return index.vector_search(db, "message_vec", user, query, k)
+def vector_search(db: Database, user: str, query: np.ndarray, k: int, *, as_of: datetime | None = None) -> list[tuple[int, float]]:
+    """(message id, cosine similarity), best first; with ``as_of``, only messages said by then."""
+    return index.vector_search(db, "message_vec", user, query, k, asof.messages(user, as_of) if as_of else None)
 
 
-def text_search(db: Database, user: str, query: str, k: int) -> list[tuple[int, float]]:
-    return index.text_search(db, index.MESSAGE_TEXT, user, query, k)
+def text_search(db: Database, user: str, query: str, k: int, *, as_of: datetime | None = None) -> list[tuple[int, float]]:
+    return index.text_search(db, index.MESSAGE_TEXT, user, query, k, asof.messages(user, as_of) if as_of else None)
 
 
-def around(db: Database, user: str, messages: list[Message], turns: int) -> dict[int, list[Message]]:
+def around(db: Database, user: str, messages: list[Message], turns: int, *, as_of: datetime | None = None) -> dict[int, list[Message]]:
     """Each message with up to ``turns`` messages before and after it in its session, in time order.
 
     A question's answer is often the reply to a question ("What did you do?"
-    "Went hiking."), so a retrieved turn brings its neighbours.
+    "Went hiking."), so a retrieved turn brings its neighbours; with
+    ``as_of``, only those said by then (the reply may come after it).
     """
     out: dict[int, list[Message]] = {}
+    until, bound = (" AND ts_epoch <= ?", (asof.epoch(as_of),)) if as_of else ("", ())
     for m in messages:
         if turns <= 0:
             out[m.id] = [m]
@@ -98,19 +102,24 @@ def around(db: Database, user: str, messages: list[Message], turns: int) -> dict
             (user, m.session, to_epoch(m.timestamp), m.id, turns),
         )
         after = db.query(
-            f"SELECT {message_sql.COLUMNS} FROM messages WHERE user_id = ? AND {same} AND (ts_epoch, id) > (?, ?)"
+            f"SELECT {message_sql.COLUMNS} FROM messages WHERE user_id = ? AND {same} AND (ts_epoch, id) > (?, ?){until}"
             " ORDER BY ts_epoch, id LIMIT ?",
-            (user, m.session, to_epoch(m.timestamp), m.id, turns),
+            (user, m.session, to_epoch(m.timestamp), m.id, *bound, turns),
         )
         out[m.id] = [*(message_sql.row_to_message(r) for r in reversed(before)), m, *(message_sql.row_to_message(r) for r in after)]
     return out
 
 
-def unmentioned(db: Database, user: str, words: list[str]) -> list[str]:
-    """The words that no message of this user contains (FTS5 applies its own stemming to each)."""
+def unmentioned(db: Database, user: str, words: list[str], *, as_of: datetime | None = None) -> list[str]:
+    """The words that no message of this user (said by ``as_of``) contains (FTS5 applies its own stemming to each)."""
+    within = asof.messages(user, as_of) if as_of else None
+    allowed = f" AND rowid IN ({within.sql})" if within else ""
     missing = []
     for word in words:
-        row = db.one("SELECT 1 AS x FROM message_fts WHERE message_fts MATCH ? AND user_id = ? LIMIT 1", ('"' + word.replace('"', "") + '"', user))
+        row = db.one(
+            f"SELECT 1 AS x FROM message_fts WHERE message_fts MATCH ? AND user_id = ?{allowed} LIMIT 1",
+            ('"' + word.replace('"', "") + '"', user, *(within.params if within else ())),
+        )
         if row is None:
             missing.append(word)
     return missing

@@ -185,4 +185,58 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         CREATE VIRTUAL TABLE message_fts_terms USING fts5vocab(message_fts, 'row');
         """,
     ),
+    (
+        7,
+        "facts valid in conversation time, the episode each came from, what each episode's prediction missed",
+        # Point-in-time answers need a fact's validity in the conversation's
+        # time, not the ingest's clock (superseded_at): valid_from is the end
+        # of the episode the fact was distilled from (episode_id), valid_until
+        # its successor's valid_from. NULL valid_from: no source episode to
+        # date it by (it counts in no as-of view); NULL valid_until: still
+        # valid if active, end unknown if superseded (it counts in no as-of
+        # view). episode_predictions keeps, per episode, what the prediction
+        # step predicted and what the distillation found it missed.
+        #
+        # The backfill dates a fact by the earliest-ending of its source
+        # episodes that it did not inherit from the facts it replaced (a merge
+        # carries its predecessors' sources; a later duplicate or an episode
+        # merge only adds later ones).
+        """
+        ALTER TABLE facts ADD COLUMN episode_id INTEGER REFERENCES episodes(id);   -- the episode it was distilled from
+        ALTER TABLE facts ADD COLUMN valid_from TEXT;          -- that episode's end_ts
+        ALTER TABLE facts ADD COLUMN valid_from_epoch REAL;
+        ALTER TABLE facts ADD COLUMN valid_until TEXT;         -- its successor's valid_from
+        ALTER TABLE facts ADD COLUMN valid_until_epoch REAL;
+        CREATE INDEX facts_by_validity ON facts(user_id, valid_from_epoch);
+        CREATE INDEX facts_by_episode ON facts(episode_id);
+        CREATE TABLE episode_predictions (
+            episode_id INTEGER PRIMARY KEY REFERENCES episodes(id),
+            user_id    TEXT NOT NULL,
+            method     TEXT NOT NULL,   -- predicted | nothing-evoked | prediction-failed | direct
+            predicted  TEXT,            -- the prediction (NULL when none was made)
+            evoked     TEXT NOT NULL,   -- JSON list: the known facts it was predicted from
+            missed     TEXT,            -- JSON list: what the distillation found the prediction missed (NULL: no usable answer)
+            dropped    TEXT NOT NULL,   -- JSON list: of those, dropped for naming what the messages never say
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX episode_predictions_by_user ON episode_predictions(user_id);
+        UPDATE facts SET episode_id = (
+            SELECT s.episode_id FROM fact_sources s JOIN episodes e ON e.id = s.episode_id
+            WHERE s.fact_id = facts.id
+            ORDER BY EXISTS (
+                SELECT 1 FROM fact_sources i JOIN facts old ON old.id = i.fact_id
+                WHERE old.superseded_by = facts.id AND i.episode_id = s.episode_id
+            ), e.end_epoch, e.id
+            LIMIT 1
+        );
+        UPDATE facts SET
+            valid_from = (SELECT e.end_ts FROM episodes e WHERE e.id = facts.episode_id),
+            valid_from_epoch = (SELECT e.end_epoch FROM episodes e WHERE e.id = facts.episode_id)
+        WHERE episode_id IS NOT NULL;
+        UPDATE facts SET
+            valid_until = (SELECT n.valid_from FROM facts n WHERE n.id = facts.superseded_by),
+            valid_until_epoch = (SELECT n.valid_from_epoch FROM facts n WHERE n.id = facts.superseded_by)
+        WHERE superseded_by IS NOT NULL;
+        """,
+    ),
 ]

@@ -14,8 +14,8 @@ from datetime import datetime
 import numpy as np
 
 from nemori_cli.domain import Backlog, Note, NoteChange, to_epoch
-from nemori_cli.store import index
 from nemori_cli.stages import MESSAGE_CHARS_READ
+from nemori_cli.store import asof, index
 from nemori_cli.store.db import Database, now_iso
 
 _COLUMNS = "id, user_id, content, ts, keywords, tags, context, origin, message_id, episode_id, created_at, updated_at"
@@ -136,12 +136,15 @@ def links_of(db: Database, ids: list[int]) -> dict[int, tuple[int, ...]]:
     return {k: tuple(v) for k, v in grouped.items()}
 
 
-def by_ids(db: Database, user: str, ids: list[int]) -> dict[int, Note]:
+def by_ids(db: Database, user: str, ids: list[int], *, as_of: datetime | None = None) -> dict[int, Note]:
+    """The notes of these ids; with ``as_of``, only those that counted then (store/asof.py)."""
     if not ids:
         return {}
     marks = ",".join("?" * len(ids))
+    within = asof.notes(user, as_of) if as_of else None
+    allowed = f" AND id IN ({within.sql})" if within else ""
     with db.snapshot():  # the rows and their links as of one commit
-        rows = db.query(f"SELECT {_COLUMNS} FROM notes WHERE user_id = ? AND id IN ({marks})", (user, *ids))
+        rows = db.query(f"SELECT {_COLUMNS} FROM notes WHERE user_id = ? AND id IN ({marks}){allowed}", (user, *ids, *(within.params if within else ())))
         links = links_of(db, [r["id"] for r in rows])
     return {r["id"]: _note(r, links.get(r["id"], ())) for r in rows}
 
@@ -178,13 +181,13 @@ def caused_by(db: Database, note_id: int) -> list[NoteChange]:
     return _changes(db, "made_by", note_id)
 
 
-def vector_search(db: Database, user: str, query: np.ndarray, k: int) -> list[tuple[int, float]]:
+def vector_search(db: Database, user: str, query: np.ndarray, k: int, *, as_of: datetime | None = None) -> list[tuple[int, float]]:
     """(note id, cosine similarity), best first."""
-    return index.vector_search(db, "note_vec", user, query, k)
+    return index.vector_search(db, "note_vec", user, query, k, asof.notes(user, as_of) if as_of else None)
 
 
-def text_search(db: Database, user: str, query: str, k: int) -> list[tuple[int, float]]:
-    return index.text_search(db, index.NOTE_TEXT, user, query, k)
+def text_search(db: Database, user: str, query: str, k: int, *, as_of: datetime | None = None) -> list[tuple[int, float]]:
+    return index.text_search(db, index.NOTE_TEXT, user, query, k, asof.notes(user, as_of) if as_of else None)
 
 
 def unnoted_messages(db: Database, user: str, limit: int | None = None) -> list[int]:

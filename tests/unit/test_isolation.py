@@ -318,7 +318,7 @@ PROCESS = [("process", 0, 1, "kayak trip", True, ["x"], "budget"), ("process", 1
 SEARCH = [("search", 0, 1, "", False, ["kayak"], "everything")]
 
 
-def _unfiltered_vector_search(db, table, user, query, k):
+def _unfiltered_vector_search(db, table, user, query, k, within=None):
     import numpy as np
 
     rows = db.query(f"SELECT rowid, distance FROM {table} WHERE embedding MATCH ? AND k = ? ORDER BY distance", (np.asarray(query, dtype=np.float32).tobytes(), k))
@@ -330,7 +330,7 @@ def _unfiltered_episodes(db, user, ids, *, with_messages=False):
     return {r["id"]: episode_sql._episode(r) for r in rows}
 
 
-def _unfiltered_notes(db, user, ids):
+def _unfiltered_notes(db, user, ids, *, as_of=None):
     rows = db.query(f"SELECT {note_sql._COLUMNS} FROM notes WHERE id IN ({','.join('?' * len(ids))})", tuple(ids)) if ids else []
     return {r["id"]: note_sql._note(r, ()) for r in rows}
 
@@ -340,7 +340,7 @@ def _unfiltered_pending(db, user, limit=None):
     return [message_sql.row_to_message(r) for r in rows]
 
 
-def _unfiltered_unmentioned(db, user, words):
+def _unfiltered_unmentioned(db, user, words, *, as_of=None):
     return [w for w in words if db.one("SELECT 1 AS x FROM message_fts WHERE message_fts MATCH ? LIMIT 1", (f'"{w}"',)) is None]
 
 

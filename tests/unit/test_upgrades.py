@@ -35,6 +35,9 @@ def _old_file(path, version: int, messages: int = 25):
             )
         conn.execute("INSERT INTO llm_calls(user_id, stage, model, prompt_tokens, completion_tokens, ms, attempts, outcome, created_at)"
                      " VALUES ('u', 'narration', 'm', 10, 5, 1.0, 1, 'ok', 'x')")
+        if version >= 3:  # facts exist: schema 7 dates them by their source episode
+            conn.execute("INSERT INTO facts(user_id, text, created_at) VALUES ('u', 'Ann sails.', 'x')")
+            conn.execute("INSERT INTO fact_sources(fact_id, episode_id) VALUES (1, 1)")
     conn.close()
 
 
@@ -43,9 +46,15 @@ def _rows(path) -> list[tuple]:
     try:
         return conn.execute("SELECT msg_key, content, episode_id FROM messages ORDER BY id").fetchall() + conn.execute(
             "SELECT title, narrative, status FROM episodes ORDER BY id"
-        ).fetchall() + conn.execute("SELECT stage, prompt_tokens FROM llm_calls").fetchall()
+        ).fetchall() + conn.execute("SELECT stage, prompt_tokens FROM llm_calls").fetchall() + _facts(conn)
     finally:
         conn.close()
+
+
+def _facts(conn) -> list[tuple]:
+    if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'facts'").fetchall():
+        return []
+    return conn.execute("SELECT text, status FROM facts ORDER BY id").fetchall()
 
 
 @pytest.mark.parametrize("version", range(1, NEWEST))
@@ -55,8 +64,10 @@ def test_every_earlier_schema_upgrades_in_place_and_loses_no_row(tmp_path, versi
     before = _rows(path)
     db = Database(path, create=False)
     assert db.schema_version() == NEWEST
+    if version >= 3:  # schema 7's backfill: the fact is valid from its episode's end, in conversation time
+        assert db.one("SELECT episode_id, valid_from, valid_until FROM facts") == {"episode_id": 1, "valid_from": "2024-01-01T11:00:00", "valid_until": None}
     db.close()
-    assert _rows(path) == before and len(before) == 25 + 1 + 1
+    assert _rows(path) == before and len(before) == 25 + 1 + 1 + (version >= 3)
 
 
 def test_a_failing_migration_leaves_the_file_at_the_version_before(tmp_path, monkeypatch):

@@ -32,6 +32,12 @@ class ModelError(NemoriError):
     exit_code = 3
 
 
+class ImportRefused(NemoriError):
+    """import-memory will not restore into this database (it holds memory already, or was built another way); nothing was written."""
+
+    exit_code = 2
+
+
 class StoreError(NemoriError):
     """The database cannot be used as asked (embedder mismatch, not found, ...)."""
 

@@ -11,7 +11,7 @@ import sys
 import typer
 
 from nemori_cli import __version__
-from nemori_cli.cli import bench_cmd, doctor_cmd, forget_cmd, ingest, inspect_cmd, mcp_cmd, models_cmd, query
+from nemori_cli.cli import bench_cmd, doctor_cmd, export_cmd, forget_cmd, ingest, inspect_cmd, mcp_cmd, models_cmd, query
 from nemori_cli.errors import NemoriError
 
 app = typer.Typer(
@@ -41,6 +41,8 @@ app.command("ask")(query.ask_cmd)
 app.add_typer(inspect_cmd.inspect_app, name="inspect")
 app.add_typer(forget_cmd.forget_app, name="forget")
 app.command("stats")(inspect_cmd.stats_cmd)
+app.command("export")(export_cmd.export_cmd)
+app.command("import-memory")(export_cmd.import_cmd)
 app.command("models")(models_cmd.models_cmd)
 app.command("doctor")(doctor_cmd.doctor_cmd)
 app.add_typer(bench_cmd.bench_app, name="bench")

@@ -51,9 +51,14 @@ class Database:
     _reading = False  # inside snapshot(): a write there would fail midway, so transaction() refuses it
     _identity: tuple[int, int] | None = None  # (device, inode) of the file opened: a file deleted or replaced since is noticed
 
-    def __init__(self, path: Path, *, create: bool = True):
-        """Open (``create``: or make) a nemori file; another application's SQLite file is refused, never changed."""
+    def __init__(self, path: Path, *, create: bool = True, schema: int | None = None):
+        """Open (``create``: or make) a nemori file; another application's SQLite file is refused, never changed.
+
+        ``schema`` stops the migrations at that number (import-memory restores
+        an older export at its own schema, then opens the file again to upgrade it).
+        """
         self.path = Path(path)
+        self._schema = schema
         memory = str(self.path) == ":memory:"
         if not memory:
             refuse_unusable(self.path, create=create)
@@ -213,6 +218,7 @@ class Database:
     def _migrate(self) -> None:
         """Apply the migrations this file lacks, each with its record in one transaction; an up-to-date file is only read."""
         newest_known = max(m[0] for m in MIGRATIONS)
+        wanted = [m for m in MIGRATIONS if self._schema is None or m[0] <= self._schema]
         if self._applied() and max(self._applied()) >= newest_known:
             if max(self._applied()) > newest_known:
                 raise StoreError(f"{self.path} was written by a newer nemori (schema {max(self._applied())}); upgrade nemori")
@@ -222,7 +228,7 @@ class Database:
                 "CREATE TABLE IF NOT EXISTS schema_migrations ("
                 " id INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
             )
-        for number, name, sql in MIGRATIONS:
+        for number, name, sql in wanted:
             try:
                 with self.transaction():  # the migration and its record, together; read again under the lock (another process may have run it)
                     if number in self._applied():

@@ -1,0 +1,170 @@
+"""`nemori export` and `nemori import-memory`: memory out of the file, and back in.
+
+The JSON Lines export is lossless (store/export.py says what it holds and
+store/restore.py how it comes back); the Markdown journal is for reading
+(cli/journal.py). Neither builds a model: an export reads rows, a restore
+writes the vectors it carries.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from nemori_cli.cli import options as opt
+from nemori_cli.cli.render import console
+from nemori_cli.errors import ConfigError, InputError
+
+
+class ExportFormat(str, Enum):
+    jsonl = "jsonl"
+    markdown = "markdown"
+
+
+def export_cmd(
+    fmt: Annotated[ExportFormat, typer.Option("--format", "-f", help="jsonl (everything, to restore with import-memory) or markdown (a journal to read).")] = ExportFormat.jsonl,
+    out: Annotated[Optional[str], typer.Option("--out", "-o", help="File for jsonl (default: stdout); folder for markdown (required).", show_default=False)] = None,
+    db_path: opt.Db = None,
+    user: opt.User = None,
+) -> None:
+    """Write one user's memory out: every row as JSON Lines, or a journal in Markdown."""
+    from nemori_cli import deps
+
+    if fmt is ExportFormat.markdown and out is None:
+        raise ConfigError("--format markdown writes a folder of files: give it with --out DIR")
+    session = deps.session(opt.settings(db_path, user))
+    try:
+        if fmt is ExportFormat.jsonl:
+            _jsonl(session, out)
+        else:
+            _markdown(session, Path(out))
+    finally:
+        session.close()
+
+
+# -- JSON Lines ---------------------------------------------------------------
+
+def _header(store) -> dict:
+    """What a reader sees first: this nemori, the embedder, and how the memory was built (the restore reads `meta`, not these)."""
+    from dataclasses import asdict
+
+    from nemori_cli import __version__
+    from nemori_cli.memory.profile import stored
+
+    profile = stored(store)
+    return {
+        "nemori": __version__,
+        "embedder": store.embedder_identity(),
+        "profile": asdict(profile) if profile else None,
+        "method": profile.describe() if profile else None,
+    }
+
+
+def _jsonl(session, out: str | None) -> None:
+    from nemori_cli.store import export
+
+    records = export.stream(session.db, session.user, _header(session.db))
+    if out is None:
+        _write_lines(records, sys.stdout.buffer)
+        return
+    path = Path(out)
+    if path.is_dir():
+        raise ConfigError(f"--out {path} is a folder; a jsonl export is one file")
+    partial = path.with_name(f".{path.name}.partial")
+    try:
+        with partial.open("wb") as f:
+            counts = _write_lines(records, f)
+        os.replace(partial, path)  # a failed export leaves no half file under the name
+    except OSError as e:
+        raise InputError(f"cannot write {path}: {e.strerror}") from None
+    finally:
+        partial.unlink(missing_ok=True)
+    shown = ", ".join(f"{n} {t.replace('_', ' ')}" for t, n in counts.items() if n and not t.endswith(("_fts", "_vec")))
+    console().print(f"exported user {session.user} to {path}: {shown or 'nothing'}", soft_wrap=True, markup=False)
+
+
+def _write_lines(records, stream) -> dict[str, int]:
+    """One compact JSON object per line; returns the closing line's counts."""
+    counts: dict[str, int] = {}
+    for record in records:
+        stream.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n")
+        counts = record.get("rows", counts) if "nemori_export_end" in record else counts
+    stream.flush()
+    return counts
+
+
+# -- Markdown -----------------------------------------------------------------
+
+def _markdown(session, folder: Path) -> None:
+    from nemori_cli.cli import journal
+
+    files = journal.render(_memory(session))
+    _refuse_foreign_folder(folder, journal.MARK)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for stale in folder.glob("????-??.md"):  # a month the memory no longer has (forgotten since the last export)
+            if stale.name not in files and _written_by_us(stale, journal.MARK):
+                stale.unlink()
+        for name, text in files.items():
+            (folder / name).write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise InputError(f"cannot write the journal in {folder}: {e.strerror}") from None
+    months = len(files) - 1
+    console().print(f"wrote the journal of user {session.user} to {folder}: index.md and {months} month{'s' if months != 1 else ''}", soft_wrap=True, markup=False)
+
+
+def _memory(session):
+    """Everything the journal shows, as of one commit."""
+    from nemori_cli.cli.journal import Memory
+    from nemori_cli.memory.profile import mode_of
+    from nemori_cli.store import episodes, facts, notes, summaries
+
+    db, user = session.db, session.user
+    with db.snapshot():
+        latest = summaries.latest(db, user)
+        return Memory(
+            user=user,
+            episodes=episodes.list_all(db, user, include_superseded=True),
+            facts=facts.list_all(db, user, include_superseded=True),
+            notes=notes.list_all(db, user),
+            summary=latest[1] if latest else None,
+            pending=mode_of(db).backlog(db, user).messages,  # what "not yet remembered" means depends on the memory mode
+        )
+
+
+def _written_by_us(path: Path, mark: str) -> bool:
+    try:
+        with path.open(encoding="utf-8") as f:
+            return f.readline().rstrip("\n") == mark
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def _refuse_foreign_folder(folder: Path, mark: str) -> None:
+    """The journal goes into a new or empty folder, or over an earlier journal: never over someone's other files."""
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"--out {folder} is a file; --format markdown writes a folder")
+    if folder.is_dir() and any(folder.iterdir()) and not _written_by_us(folder / "index.md", mark):
+        raise ConfigError(f"--out {folder} holds other files; give a new or empty folder (or one an earlier journal export wrote)")
+
+
+# -- import-memory ------------------------------------------------------------
+
+def import_cmd(
+    source: Annotated[str, typer.Argument(help="A file written by `nemori export` (jsonl).", show_default=False)],
+    db_path: opt.Db = None,
+) -> None:
+    """Restore an export into a new or empty database, every id kept: the memory answers as it did. No model is loaded."""
+    from nemori_cli.store import restore
+
+    settings = opt.settings(db_path, None)
+    done = restore.restore(Path(source), settings.db_path)
+    shown = ", ".join(f"{n} {t.replace('_', ' ')}" for t, n in done.counts.items() if not t.endswith(("_fts", "_vec")))
+    upgraded = f" (an export of schema {done.schema}, upgraded to {restore.NEWEST})" if done.schema < restore.NEWEST else ""
+    console().print(f"restored user {done.user} into {settings.db_path}: {shown or 'nothing'}{upgraded}", soft_wrap=True, markup=False)

@@ -1,0 +1,164 @@
+"""Memory as a personal journal in Markdown: one file per month, an index.
+
+Rendering only: the command (cli/export_cmd.py) reads the memory and writes
+the files. Every date is written out absolutely ("Monday 8 May 2023"),
+because the journal is read long after, when "yesterday" means nothing.
+Merged episodes are left out (the episode they were merged into tells their
+story), and so are ids: a reader follows dates and links, not E12 or F7.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from nemori_cli.dates import format_date
+from nemori_cli.domain import Episode, Fact, Note, to_epoch
+
+MARK = "<!-- nemori journal: written by `nemori export --format markdown`, rewritten by the next one -->"
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July",
+           "August", "September", "October", "November", "December")
+_WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")  # not strftime: no locale
+
+
+@dataclass(frozen=True)
+class Memory:
+    """What the journal is written from."""
+
+    user: str
+    episodes: list[Episode]  # every episode, merged ones too (a replaced fact's successor may come from one)
+    facts: list[Fact]  # every fact, superseded ones too
+    notes: list[Note] = field(default_factory=list)
+    summary: str | None = None  # the latest running summary (--memory summary)
+    pending: int = 0  # messages the memory has not been made from yet
+
+
+def day(ts: datetime) -> str:
+    return f"{_WEEKDAYS[ts.weekday()]} {format_date(ts)}"
+
+
+def span(start: datetime, end: datetime) -> str:
+    """'Monday 8 May 2023, 10:00–10:03', or both days when it runs past midnight."""
+    if start.date() == end.date():
+        return f"{day(start)}, {start:%H:%M}–{end:%H:%M}" if end > start else f"{day(start)}, {start:%H:%M}"
+    return f"{day(start)}, {start:%H:%M} – {day(end)}, {end:%H:%M}"
+
+
+def month_file(ts: datetime) -> str:
+    return f"{ts:%Y-%m}.md"
+
+
+def _month_title(ts: datetime) -> str:
+    return f"{_MONTHS[ts.month - 1]} {ts.year}"
+
+
+def _line(text: str) -> str:
+    """Text on one line (a title in a heading, a fact in a list)."""
+    return " ".join(text.split()) or "(untitled)"
+
+
+def render(memory: Memory) -> dict[str, str]:
+    """File name -> Markdown: index.md and one YYYY-MM.md per month with an episode or a note."""
+    episodes = sorted((e for e in memory.episodes if e.status == "active"), key=lambda e: (to_epoch(e.start), e.id))
+    by_id = {e.id: e for e in memory.episodes}
+    facts_of: dict[int, list[Fact]] = defaultdict(list)
+    for f in memory.facts:
+        for e in f.source_episode_ids:
+            facts_of[e].append(f)
+    notes_of: dict[int, list[Note]] = defaultdict(list)
+    loose: list[Note] = []  # notes made from messages (--memory amem): by day, not by episode
+    for n in memory.notes:
+        (notes_of[n.episode_id] if n.episode_id is not None else loose).append(n)
+    facts = {f.id: f for f in memory.facts}
+
+    months: dict[str, list[str]] = defaultdict(list)
+    titles: dict[str, str] = {}
+    for e in episodes:
+        name = month_file(e.start)
+        titles[name] = _month_title(e.start)
+        months[name].append(_episode(e, facts_of[e.id], notes_of[e.id], facts, by_id))
+    for d, notes in _by_day(loose):
+        name = month_file(d)
+        titles[name] = _month_title(d)
+        months[name].append(_notes_of_day(d, notes))
+    files = {name: f"{MARK}\n\n# {titles[name]}\n\n" + "\n".join(sections) for name, sections in sorted(months.items())}
+    files["index.md"] = _index(memory, episodes, loose, titles)
+    return files
+
+
+def _episode(e: Episode, facts: list[Fact], notes: list[Note], all_facts: dict[int, Fact], episodes: dict[int, Episode]) -> str:
+    out = [f'<a id="e{e.id}"></a>', f"## {span(e.start, e.end)} · {_line(e.title)}", "", e.narrative.strip(), ""]
+    known = [_fact(f, all_facts, episodes) for f in sorted(facts, key=lambda f: f.id)] + [f"- {_line(n.content)}" for n in notes]
+    if known:
+        out += ["**Facts drawn from it:**", "", *known, ""]
+    return "\n".join(out)
+
+
+def _fact(f: Fact, facts: dict[int, Fact], episodes: dict[int, Episode]) -> str:
+    if f.status == "active":
+        return f"- {_line(f.text)}"
+    later = facts.get(f.superseded_by) if f.superseded_by is not None else None
+    if later is None:
+        return f"- ~~{_line(f.text)}~~ *(no longer held)*"
+    when = [episodes[i].start for i in later.source_episode_ids if i in episodes]
+    since = f", since {format_date(min(when, key=to_epoch))}" if when else ""
+    return f"- ~~{_line(f.text)}~~ *(later{since}: {_line(later.text)})*"
+
+
+def _by_day(notes: list[Note]) -> list[tuple[datetime, list[Note]]]:
+    days: dict = defaultdict(list)
+    for n in sorted(notes, key=lambda n: (to_epoch(n.timestamp), n.id)):
+        days[n.timestamp.date()].append(n)
+    return [(group[0].timestamp, group) for _, group in sorted(days.items())]
+
+
+def _notes_of_day(d: datetime, notes: list[Note]) -> str:
+    lines = [f"## {day(d)} · notes", ""]
+    for n in notes:
+        tags = f" *({', '.join(n.tags)})*" if n.tags else ""
+        lines.append(f"- {n.timestamp:%H:%M} {_line(n.content)}{tags}")
+    return "\n".join(lines) + "\n"
+
+
+def _index(memory: Memory, episodes: list[Episode], loose: list[Note], titles: dict[str, str]) -> str:
+    out = [MARK, "", f"# The journal of {memory.user}", ""]
+    if episodes:
+        first, last = episodes[0].start, max((e.end for e in episodes), key=to_epoch)
+        held = sum(1 for f in memory.facts if f.status == "active")
+        out.append(f"{len(episodes)} episodes from {format_date(first)} to {format_date(last)}; {_count(held, 'fact') or 'no facts'} known now.")
+    if loose:
+        out.append(f"{len(loose)} notes from {format_date(loose[0].timestamp)} to {format_date(loose[-1].timestamp)}.")
+    if not episodes and not loose:
+        out.append("Nothing has been remembered yet.")
+    if memory.pending:
+        out.append(f"{_count(memory.pending, 'message')} not remembered yet: the next `nemori ingest` or `nemori flush` will.")
+    out.append("")
+    if memory.summary:
+        out += ["## In short", "", memory.summary.strip(), ""]
+    if titles:
+        out += ["## Months", ""]
+    for name in sorted(titles):
+        in_month = [e for e in episodes if month_file(e.start) == name]
+        notes = sum(1 for n in loose if month_file(n.timestamp) == name)
+        counts = ", ".join(p for p in (_count(len(in_month), "episode"), _count(notes, "note")) if p)
+        out.append(f"- [{titles[name]}]({name}): {counts}")
+        out += [f"  - [{format_date(e.start)}: {_line(e.title)}]({name}#e{e.id})" for e in in_month]
+    held = [f for f in memory.facts if f.status == "active"]
+    if held:
+        out += ["", "## What is known now", ""]
+        out += [_known(f, {e.id: e for e in episodes}) for f in held]
+    return "\n".join(out) + "\n"
+
+
+def _known(f: Fact, episodes: dict[int, Episode]) -> str:
+    """A fact that still holds, linked to the first episode it came from."""
+    sources = sorted((episodes[i] for i in f.source_episode_ids if i in episodes), key=lambda e: (to_epoch(e.start), e.id))
+    if not sources:
+        return f"- {_line(f.text)}"
+    e = sources[0]
+    return f"- {_line(f.text)} ([{format_date(e.start)}]({month_file(e.start)}#e{e.id}))"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' if n != 1 else ''}" if n else ""

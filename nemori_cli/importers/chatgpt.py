@@ -136,7 +136,10 @@ def _last_leaf(mapping: dict) -> str | None:
             continue
         message = node.get("message")
         stamp = message.get("create_time") if isinstance(message, dict) else None
-        moment = float(stamp) if isinstance(stamp, (int, float)) and not isinstance(stamp, bool) else float("-inf")
+        try:
+            moment = float(stamp) if isinstance(stamp, (int, float)) and not isinstance(stamp, bool) else float("-inf")
+        except OverflowError:  # an integer past what a float holds: no time, as far as choosing goes
+            moment = float("-inf")
         if best is None or moment >= best_time:
             best, best_time = node_id, moment
     return best
@@ -195,7 +198,8 @@ def _parts(parts: list, where: str) -> str:
             if part.get("content_type") == "audio_transcription" and isinstance(part.get("text"), str):
                 texts.append(part["text"])  # voice mode: the words said
             else:
-                notes.append(_NOTES.get(part.get("content_type"), "[file]"))
+                ctype = part.get("content_type")
+                notes.append(_NOTES.get(ctype, "[file]") if isinstance(ctype, str) else "[file]")
         elif part is not None:
             raise InputError(f"{where}: content part {i} is {kind(part)}; expected text or an attachment object")
     if texts and "[audio]" in notes:

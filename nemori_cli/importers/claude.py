@@ -68,7 +68,8 @@ def _conversation(out: Collector, conv: object, where: str) -> None:
             raise InputError(f"{at}: no 'uuid' (a string); expected every message to have one")
         at = f"{where} message {i} ({quote(msg_id, 50)})"
         previous = _time(message.get("created_at"), at, "created_at") or previous
-        speaker = _SPEAKERS.get(message.get("sender"))  # type: ignore[arg-type]
+        sender = message.get("sender")
+        speaker = _SPEAKERS.get(sender) if isinstance(sender, str) else None
         if speaker is None:
             out.skip("other role")
             continue

@@ -34,6 +34,8 @@ import ijson
 
 from nemori_cli.errors import InputError
 from nemori_cli.importers import whatsapp
+from nemori_cli.importers.common import quote
+from nemori_cli.importers.jsonstream import parse_events
 from nemori_cli.importers.peek import BOM
 
 PEEK = 1 << 18  # a LoCoMo sample's 'conversation' key comes after ~30 KB of questions; Telegram's 'chats' after the contacts
@@ -73,17 +75,21 @@ def detect(head: bytes, name: str) -> str:
     if not text:
         return "jsonl"  # empty: the JSONL reader says so
     first_line = text.split(b"\n", 1)[0].rstrip(b"\r")
+    if _whatsapp_line(first_line):
+        return "whatsapp"  # before JSON: iOS lines start with "[" too
     if text[:1] == b"[":
-        found = _from_list(_shape(text))
+        shape = _shape(text)
+        found = _from_list(shape)
+        seen = f"a JSON list whose first item has the keys {', '.join(quote(k, 30) for k in shape.keys[:6])}" if shape.keys else "a JSON list"
     elif text[:1] == b"{":
         found = _from_lines(first_line) or _from_object(_shape(text)) or "jsonl"
     else:
-        found = "whatsapp" if _whatsapp_line(first_line) else None
+        found, seen = None, "text that is neither JSON nor a WhatsApp chat"
     found = found or _BY_NAME.get(PurePath(name).suffix.lower())
     if found is None:
         raise InputError(
-            f"{name}: cannot tell its format from its first bytes (compared with {', '.join(FORMATS)});"
-            " expected one of those: pass --format to say which"
+            f"{name}: cannot tell its format: it starts as {seen}, which none of {', '.join(FORMATS)} does;"
+            " pass --format to say which it is"
         )
     return found
 
@@ -140,7 +146,7 @@ def _shape(data: bytes) -> _Shape:
     shape = _Shape()
     message = "messages.item"  # a Telegram chat's or an OpenAI conversation's first message
     try:
-        for prefix, event, value in ijson.parse(io.BytesIO(data), multiple_values=True):
+        for prefix, event, value in parse_events(io.BytesIO(data)):
             if shape.top is None:
                 shape.top = event
                 if event not in ("start_array", "start_map"):

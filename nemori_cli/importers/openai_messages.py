@@ -115,8 +115,11 @@ def _lines(stream: typing.BinaryIO, source: str) -> Iterator[_Conversation]:
             continue
         if singles:
             raise InputError(f"{where}: a conversation after lines that were single messages; expected one or the other")
-        conversations += 1
-        yield _conversation(value, where)
+        # A line holding a list of conversations is the JSON document's form written on one line.
+        many = isinstance(value, list) and value and all(isinstance(v, list) or isinstance(v, dict) and "messages" in v for v in value)
+        for item in value if many else [value]:
+            conversations += 1
+            yield _conversation(item, where)
     if singles:
         yield _Conversation(f"{source}:", singles)
 
@@ -224,7 +227,8 @@ def _content(content: object, where: str) -> str:
         elif isinstance(part, dict) and isinstance(part.get("text"), str):
             pieces.append(part["text"])
         elif isinstance(part, dict):
-            pieces.append(_NOTES.get(part.get("type"), "[attachment]"))  # type: ignore[arg-type]
+            ptype = part.get("type")
+            pieces.append(_NOTES.get(ptype, "[attachment]") if isinstance(ptype, str) else "[attachment]")
         else:
             raise InputError(f"{where}: content part {j} is {kind(part)}; expected {{\"type\": \"text\", \"text\"}}")
     return "\n".join(p for p in pieces if p)

@@ -233,10 +233,10 @@ def ingest(
     sessions: Annotated[Optional[str], typer.Option(help="LoCoMo sessions to read, e.g. 1-3.")] = None,
     conversation: Annotated[
         Optional[list[str]],
-        typer.Option("--conversation", help="Read only this conversation: its id, or its title in any case (repeatable). LongMemEval: a question_id.", show_default=False),
+        typer.Option("--conversation", metavar="ID_OR_TITLE", help="Read only this conversation: its id, or its title in any case (repeatable). LongMemEval: a question_id.", show_default=False),
     ] = None,
-    since: Annotated[Optional[str], typer.Option(help="Only messages at or after this date or date-time (ISO 8601; no zone means UTC).", show_default=False)] = None,
-    until: Annotated[Optional[str], typer.Option(help="Only messages at or before this date (the whole day) or date-time.", show_default=False)] = None,
+    since: Annotated[Optional[str], typer.Option(metavar="DATE", help="Only messages at or after this date or date-time (ISO 8601; no zone means UTC).", show_default=False)] = None,
+    until: Annotated[Optional[str], typer.Option(metavar="DATE", help="Only messages at or before this date (the whole day) or date-time.", show_default=False)] = None,
     default_timestamp: Annotated[Optional[str], typer.Option(help="Time for messages that have none (ISO 8601); OpenAI-style messages get it plus one second each.")] = None,
     flush: Annotated[bool, typer.Option("--flush/--no-flush", help="Make episodes of the tail too (default), or keep it pending for more messages.")] = True,
     window: opt.Window = 20,

@@ -15,7 +15,6 @@ import json
 import tracemalloc
 import zipfile
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
 import pytest
 

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 
 from nemori_cli.domain import IncomingMessage
 from nemori_cli.errors import InputError
+from nemori_cli.importers.longmemeval import parse_date
 from nemori_cli.importers.native import load_locomo_samples
 
 # Evidence ids are "D<session>:<turn>"; a few in the official file are
@@ -91,10 +92,10 @@ class LongMemEvalItem:
 
 
 def parse_longmemeval_date(value: str) -> datetime:
-    """'2023/05/30 (Tue) 23:40' -> datetime(2023, 5, 30, 23, 40); the weekday is dropped."""
+    """'2023/05/30 (Tue) 23:40' -> datetime(2023, 5, 30, 23, 40); the weekday is dropped (importers/longmemeval.py reads it)."""
     try:
-        return datetime.strptime(re.sub(r"\s*\([A-Za-z]+\)\s*", " ", value).strip(), "%Y/%m/%d %H:%M")
-    except (TypeError, ValueError):
+        return parse_date(value)
+    except ValueError:
         raise InputError(f"not a LongMemEval date: {value!r} (expected like '2023/05/30 (Tue) 23:40')") from None
 
 

@@ -135,6 +135,13 @@ def _estimate_json(est: Estimate) -> dict:
     }
 
 
+def _in_conversations(data: dict) -> str:
+    """' in 3 conversations (12 left out)' for an export; '' for a plain JSONL file of one conversation."""
+    n, left = data.get("conversations", 1), sum(data.get("left_out", {}).values())
+    text = f" in {n} conversation{'s' if n != 1 else ''}" if n != 1 or data.get("format", "jsonl") != "jsonl" else ""
+    return text + (f" ({left} left out)" if left else "")
+
+
 def render(data: dict, source: str, json_out: bool) -> None:
     if json_out:
         print_json({"source": source, **data})
@@ -143,7 +150,7 @@ def render(data: dict, source: str, json_out: bool) -> None:
     where = data["db"] if data["db_exists"] else f"{data['db']} (does not exist yet)"
     lines = [
         f"dry run: nothing written, no model loaded; database {where}, user {data['user']}",
-        f"read {data['read']} messages from {source}: {data['new']} new, {data['already_stored']} already stored"
+        f"read {data['read']} messages{_in_conversations(data)} from {source}: {data['new']} new, {data['already_stored']} already stored"
         + (f" ({data['changed']} with different content, kept as stored)" if data["changed"] else "")
         + "; "
         f"{data['pending']} already pending",

@@ -16,9 +16,16 @@ from nemori_cli.cli.render import console, print_json, warn_changed
 from nemori_cli.errors import ConfigError, InputError
 
 
-class InputFormat(str, Enum):
+class InputFormat(str, Enum):  # importers/formats.NAMES; kept here so --help needs no heavy import (a test keeps them equal)
+    auto = "auto"
     jsonl = "jsonl"
     locomo = "locomo"
+    chatgpt = "chatgpt"
+    claude = "claude"
+    whatsapp = "whatsapp"
+    telegram = "telegram"
+    openai = "openai"
+    longmemeval = "longmemeval"
 
 
 class MemoryFlag(str, Enum):  # memory/modes.NAMES; kept here so --help needs no heavy import (a test keeps them equal)
@@ -113,7 +120,18 @@ def shown_name(source: str) -> str:
     return source if source.isprintable() else repr(source)
 
 
-def _read(source: str, fmt: InputFormat, sample: str | None, default_ts: str | None, sessions: str | None):
+def _read(
+    source: str,
+    fmt: InputFormat,
+    sample: str | None,
+    default_ts: str | None,
+    sessions: str | None,
+    conversations: list[str] | None = None,
+    since: str | None = None,
+    until: str | None = None,
+):
+    """The input read whole and checked (an ``importers.collect.Imported``), before anything is written."""
+    from nemori_cli.importers import formats
     from nemori_cli.importers import native as readers
 
     default_timestamp = None
@@ -122,6 +140,7 @@ def _read(source: str, fmt: InputFormat, sample: str | None, default_ts: str | N
             default_timestamp = readers.parse_timestamp(default_ts)
         except ValueError:
             raise ConfigError(f"--default-timestamp {default_ts!r} is not ISO 8601 (e.g. 2023-05-08T13:56:00)") from None
+    selection = _selection(conversations, since, until)
     if source == "-":
         stream, name = sys.stdin.buffer, "<stdin>"
     else:
@@ -135,15 +154,40 @@ def _read(source: str, fmt: InputFormat, sample: str | None, default_ts: str | N
         except OSError as e:
             raise InputError(f"{name}: cannot be read ({e.strerror or e})") from None
     try:
-        if fmt is InputFormat.locomo:
-            messages = readers.read_locomo(stream, name, sample_id=sample)
-            return _only_sessions(messages, sessions, name), f"locomo:{sample or ''}:"
-        if sample or sessions:
-            raise ConfigError("--sample and --sessions apply to --format locomo only")
-        return readers.read_jsonl(stream, name, default_timestamp=default_timestamp), ""
+        return formats.read(
+            fmt.value, stream, name, selection=selection, default_timestamp=default_timestamp, sample=sample, sessions=sessions
+        )
+    except OSError as e:  # a read that fails midway (a pipe closed, a disk error)
+        raise InputError(f"{name}: cannot be read ({e.strerror or e})") from None
     finally:
         if stream is not sys.stdin.buffer:
             stream.close()
+
+
+def _selection(conversations: list[str] | None, since: str | None, until: str | None):
+    from nemori_cli.domain import to_epoch
+    from nemori_cli.importers.selection import Selection, parse_bound
+
+    bounds = []
+    for flag, value, end in (("--since", since, False), ("--until", until, True)):
+        if value is None:
+            bounds.append(None)
+            continue
+        try:
+            bounds.append(parse_bound(value, end=end))
+        except ValueError:
+            raise ConfigError(f"{flag} {value!r} is not a date or date-time (ISO 8601, e.g. 2023-05-08 or 2023-05-08T13:56)") from None
+    chosen = Selection(tuple(conversations or ()), *bounds)
+    if chosen.since and chosen.until and to_epoch(chosen.since) > to_epoch(chosen.until):
+        raise ConfigError(f"--since {since!r} is after --until {until!r}; expected since <= until")
+    return chosen
+
+
+def _say_left_out(imported, json_out: bool) -> None:
+    """What the reader left out (system, tool, hidden messages...), as one note on stderr; --json puts it in the report."""
+    line = imported.left_out_line()
+    if line and not json_out:
+        sys.stderr.write(f"nemori: {line}\n")
 
 
 def _changed_ids(db, user: str, incoming, namespace: str) -> list[str]:
@@ -151,13 +195,6 @@ def _changed_ids(db, user: str, incoming, namespace: str) -> list[str]:
     from nemori_cli.store.messages import changed_keys
 
     return [key.removeprefix(f"id:{namespace}") for key in changed_keys(db, user, incoming, namespace)]
-
-
-def _only_sessions(messages, sessions: str | None, name: str):
-    from nemori_cli.importers.native import in_sessions, parse_session_range
-
-    span = parse_session_range(sessions)
-    return in_sessions(messages, span, name) if span else messages
 
 
 @contextmanager
@@ -183,11 +220,24 @@ def _process(pipeline, *, flush: bool, show_progress: bool, user: str, max_token
 
 
 def ingest(
-    source: Annotated[str, typer.Argument(help="JSON Lines file of messages, or - for stdin.", show_default=False)],
-    fmt: Annotated[InputFormat, typer.Option("--format", "-f", help="jsonl, or locomo (a LoCoMo benchmark file).")] = InputFormat.jsonl,
+    source: Annotated[str, typer.Argument(help="A file of messages or a chat export (JSON Lines, ChatGPT, Claude, WhatsApp, Telegram, ...), or - for stdin.", show_default=False)],
+    fmt: Annotated[
+        InputFormat,
+        typer.Option(
+            "--format", "-f",
+            help="auto (from the first bytes), jsonl, locomo, chatgpt or claude (conversations.json), whatsapp (.txt or .zip), "
+            "telegram (result.json), openai (role/content message lists) or longmemeval.",
+        ),
+    ] = InputFormat.auto,
     sample: Annotated[Optional[str], typer.Option(help="LoCoMo sample id, e.g. conv-26.")] = None,
     sessions: Annotated[Optional[str], typer.Option(help="LoCoMo sessions to read, e.g. 1-3.")] = None,
-    default_timestamp: Annotated[Optional[str], typer.Option(help="Time for messages that have none (ISO 8601).")] = None,
+    conversation: Annotated[
+        Optional[list[str]],
+        typer.Option("--conversation", metavar="ID_OR_TITLE", help="Read only this conversation: its id, or its title in any case (repeatable). LongMemEval: a question_id.", show_default=False),
+    ] = None,
+    since: Annotated[Optional[str], typer.Option(metavar="DATE", help="Only messages at or after this date or date-time (ISO 8601; no zone means UTC).", show_default=False)] = None,
+    until: Annotated[Optional[str], typer.Option(metavar="DATE", help="Only messages at or before this date (the whole day) or date-time.", show_default=False)] = None,
+    default_timestamp: Annotated[Optional[str], typer.Option(help="Time for messages that have none (ISO 8601); OpenAI-style messages get it plus one second each.")] = None,
     flush: Annotated[bool, typer.Option("--flush/--no-flush", help="Make episodes of the tail too (default), or keep it pending for more messages.")] = True,
     window: opt.Window = 20,
     memory: Memory = None,
@@ -210,8 +260,11 @@ def ingest(
 
     _check_budget(max_tokens)
     settings = opt.settings(db_path, user, model, embedder)
-    incoming, namespace = _read(source, fmt, sample, default_timestamp, sessions)
+    imported = _read(source, fmt, sample, default_timestamp, sessions, conversation, since, until)
+    incoming, namespace = imported.messages, imported.namespace
     source = shown_name(source)  # as reports print it
+    _say_left_out(imported, json_out)
+    read_as = {"format": imported.format, "conversations": imported.conversations, "left_out": imported.left_out}
     if dry_run:
         from nemori_cli.cli import dry_run as dry
 
@@ -219,6 +272,7 @@ def ingest(
             return _profile(store, memory, distill, integrate, facts, index)
 
         plan = dry.plan(settings, incoming, namespace, window=window, profile_of=profile_of, max_tokens=max_tokens)
+        plan.update(read_as)
         warn_changed(plan["changed"], plan.pop("changed_ids"), would=True)
         dry.render(plan, source, json_out)
         return
@@ -231,7 +285,7 @@ def ingest(
     warn_changed(len(changed), changed)
     report = _process(pipeline, flush=flush, show_progress=wanted(progress), user=session.user, max_tokens=max_tokens)
     report.read, report.added, report.changed = len(incoming), added, len(changed)
-    _print_report(report, source, json_out, max_tokens)
+    _print_report(report, source, json_out, max_tokens, read_as)
 
 
 def flush_cmd(
@@ -283,7 +337,7 @@ def fallback_warning(report) -> str | None:
     )
 
 
-def _print_report(report, source: str | None, json_out: bool, max_tokens: int | None = None) -> None:
+def _print_report(report, source: str | None, json_out: bool, max_tokens: int | None = None, read_as: dict | None = None) -> None:
     if report.stopped_by_budget:  # on stderr in both modes: stdout stays the report
         sys.stderr.write(
             f"nemori: token budget of {max_tokens} reached after {report.tokens_used} tokens; {report.pending} messages pending; "
@@ -293,7 +347,7 @@ def _print_report(report, source: str | None, json_out: bool, max_tokens: int | 
     if warning:
         sys.stderr.write(warning + "\n")
     if json_out:
-        print_json({"source": source, **vars(report), "seconds": round(report.seconds, 2)})
+        print_json({"source": source, **(read_as or {}), **vars(report), "seconds": round(report.seconds, 2)})
         return
     changed = f", {report.changed} changed but kept as stored" if report.changed else ""
     read = f"read {report.read} messages ({report.added} new{changed}) from {source}; " if source else ""

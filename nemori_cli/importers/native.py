@@ -21,6 +21,10 @@ from datetime import datetime, timedelta
 
 from nemori_cli.domain import IncomingMessage
 from nemori_cli.errors import InputError
+from nemori_cli.importers.common import decode as _decode
+from nemori_cli.importers.common import parse_iso as parse_timestamp
+from nemori_cli.importers.common import quote as _quote
+from nemori_cli.importers.common import valid_text as _valid_text
 
 _BOM = b"\xef\xbb\xbf"
 _TS_EXAMPLE = "ISO 8601, e.g. 2023-05-08T13:56:00"
@@ -51,22 +55,6 @@ _JSON_KINDS = {
 }
 
 
-def _quote(value: object, limit: int = 60) -> str:
-    """repr() keeps the error on one line; the cut keeps it readable."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def parse_timestamp(value: str) -> datetime:
-    """Parse ISO 8601. A trailing 'Z' gives UTC-aware; no offset stays naive."""
-    text = value.strip()
-    if text[-1:] in ("Z", "z"):
-        text = text[:-1] + "+00:00"
-    if not text:
-        raise ValueError("empty timestamp")
-    return datetime.fromisoformat(text)  # raises ValueError with its own reason
-
-
 def parse_locomo_datetime(value: str) -> datetime:
     """'1:56 pm on 8 May, 2023' -> naive datetime(2023, 5, 8, 13, 56).
 
@@ -94,31 +82,6 @@ def _loads(text: str) -> object:
         raise ValueError("nested too deeply") from None
     except ValueError:  # e.g. an integer of more than 4300 digits
         raise ValueError("a number too long to read") from None
-
-
-def _valid_text(value: str, where: str, field: str) -> str:
-    """Refuse a lone surrogate (JSON's "\\ud800" escape): it is not text and cannot be stored or printed."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as e:
-        raise InputError(
-            f"{where}: '{field}' holds a lone surrogate (U+{ord(value[e.start]):04X} at character {e.start + 1});"
-            " expected valid Unicode text"
-        ) from None
-    return value
-
-
-def _decode(raw: bytes, source_name: str, first_line: int = 1) -> str:
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        # Point at the bad byte by line and column: a byte offset is useless in an editor.
-        line = first_line + raw.count(b"\n", 0, e.start)
-        column = e.start - raw.rfind(b"\n", 0, e.start)
-        raise InputError(
-            f"{source_name}:{line}: not UTF-8 text (byte 0x{raw[e.start]:02x} at column {column});"
-            " expected UTF-8 encoded input"
-        ) from None
 
 
 def _opt_key(obj: dict, name: str, where: str) -> str | None:

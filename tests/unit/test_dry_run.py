@@ -122,10 +122,11 @@ def test_json_shape_on_the_example(cache, tmp_path):
     plan = _dry(EXAMPLE, "--db", tmp_path / "x.db", "--max-tokens", "1000")
     expected = {
         "source", "dry_run", "db", "db_exists", "user", "model", "method", "read", "new", "already_stored", "changed", "pending", "messages", "characters", "windows", "episodes", "calls", "total_calls", "prompt_tokens",
-        "output_tokens", "tokens", "minutes", "rates", "max_tokens", "messages_within_budget",
+        "output_tokens", "tokens", "minutes", "rates", "max_tokens", "messages_within_budget", "format", "conversations", "left_out",
     }
     assert set(plan) == expected
     assert plan["dry_run"] is True and plan["source"] == str(EXAMPLE) and plan["model"] == "small"
+    assert (plan["format"], plan["conversations"], plan["left_out"]) == ("jsonl", 3, {})  # found by --format auto; sessions s1-s3
     assert plan["characters"] == sum(len(json.loads(line)["content"]) for line in EXAMPLE.read_text().splitlines())
     assert list(plan["calls"]) == ["partition", "narration", "integration", "prediction", "distillation", "consolidation"]
     assert plan["total_calls"] == sum(plan["calls"].values()) > 0

@@ -478,6 +478,111 @@ def test_locomo_files_are_read_or_refused(store, file):
         round_trip(store, messages, f"locomo:{sample_id or ''}:")
 
 
+# -- chat exports ---------------------------------------------------------------------
+# Each export reader on its fixture damaged (bytes flipped, cut, inserted), on
+# the fixture with one value anywhere in it replaced by a hostile one (the
+# wrong shapes a near-miss exporter writes), and on random bytes; and --format
+# auto on all of them. The same rule: read, and then stored and read back
+# unchanged, or refused in one line.
+
+EXPORTS = Path(__file__).resolve().parent.parent / "fixtures" / "exports"
+EXPORT_FIXTURES = {
+    "chatgpt": "chatgpt_conversations.json", "claude": "claude_conversations.json", "telegram": "telegram_result.json",
+    "openai": "openai_messages.json", "longmemeval": "longmemeval_records.json", "whatsapp": "whatsapp_ios.txt",
+}
+
+
+def _export_reader(fmt: str):
+    from nemori_cli.importers import formats
+    from nemori_cli.importers.selection import Selection
+
+    # One LongMemEval record is chosen (a file of several is refused unchosen); OpenAI lines may lack times.
+    selection = Selection(("q-cat-2",)) if fmt == "longmemeval" else Selection()
+    return lambda stream, source: formats.read(
+        fmt, stream, source, selection=selection, default_timestamp=datetime(2024, 1, 1)
+    )
+
+
+def _paths(value, path=()):
+    """Every place in a JSON value, as the keys and indexes that lead to it."""
+    yield path
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            yield from _paths(inner, (*path, key))
+    elif isinstance(value, list):
+        for i, inner in enumerate(value):
+            yield from _paths(inner, (*path, i))
+
+
+@st.composite
+def reshaped(draw, fixture: str) -> bytes:
+    """The fixture with one value (anywhere, the whole file included) replaced by a hostile JSON value."""
+    value = json.loads((EXPORTS / fixture).read_text(encoding="utf-8"))
+    places = list(_paths(value))
+    path = draw(st.sampled_from(places))
+    replacement = draw(json_values)
+    if not path:
+        return _encode(replacement, draw(st.booleans()))
+    holder = value
+    for step in path[:-1]:
+        holder = holder[step]
+    holder[path[-1]] = replacement
+    return _encode(value, draw(st.booleans()))
+
+
+def _fixture_bytes(fmt: str) -> bytes:
+    return (EXPORTS / EXPORT_FIXTURES[fmt]).read_bytes()
+
+
+def _zipped(data: bytes) -> bytes:
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("WhatsApp Chat with Ann.txt", data)
+    return buffer.getvalue()
+
+
+@st.composite
+def export_inputs(draw) -> tuple[str, bytes]:
+    fmt = draw(st.sampled_from(sorted(EXPORT_FIXTURES)))
+    original = _fixture_bytes(fmt)
+    how = draw(st.sampled_from(["damaged", "reshaped", "random", "zip"]))
+    if how == "damaged":
+        return fmt, draw(mutated(st.just(original)))
+    if how == "reshaped" and fmt != "whatsapp":
+        return fmt, draw(reshaped(EXPORT_FIXTURES[fmt]))
+    if how == "zip":
+        return "whatsapp", draw(mutated(st.just(_zipped(_fixture_bytes("whatsapp"))))) if draw(st.booleans()) else _zipped(
+            draw(mutated(st.just(_fixture_bytes("whatsapp"))) | st.binary(max_size=300))
+        )
+    return fmt, draw(st.binary(max_size=2048) | st.text(max_size=300).map(lambda t: t.encode("utf-8", "surrogatepass")))
+
+
+@given(export_inputs())
+@example(("chatgpt", b'[{"id": "c", "mapping": {"n": {"parent": "n", "message": null}}, "current_node": "n"}]'))
+@example(("telegram", b'{"messages": [{"id": 1, "type": "message", "date_unixtime": "99999999999999999999", "text": "x"}]}'))
+@example(("openai", b'[{"role": "user", "content": "x", "created": 1e300}]'))
+@example(("whatsapp", "[1/5/24, 9:41:05\u202fPM] Ann: \ud800".encode("utf-8", "surrogatepass")))
+@example(("chatgpt", b"[" * 100_000 + b"]" * 100_000))  # ijson's own prefixes would cost gigabytes here
+@example(("telegram", b'{"messages": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"))
+@example(("openai", b'{"a":[' * 100_000))
+def test_exports_damaged_reshaped_and_random_are_read_or_refused(store, given_input):
+    fmt, data = given_input
+    imported = refused_or_read(_export_reader(fmt), data, f"hostile.{fmt}")
+    if imported is not None:
+        round_trip(store, imported.messages, imported.namespace)
+    detected = refused_or_read(lambda stream, source: formats_read_auto(stream, source), data, "hostile.input")
+    if detected is not None:
+        round_trip(store, detected.messages, detected.namespace)
+
+
+def formats_read_auto(stream, source):
+    from nemori_cli.importers import formats
+
+    return formats.read("auto", stream, source, default_timestamp=datetime(2024, 1, 1))
+
+
 # -- the CLI ------------------------------------------------------------------------
 
 FAKE_PRESET = '[embedder.fake]\nkind = "sentence-transformers"\nname = "fake-bow"\ndimensions = 64\n'
@@ -606,6 +711,19 @@ def test_cli_ingest_dry_run_exits_0_or_2_leaving_the_database_as_it_was(cli_env,
         assert plan["dry_run"] and plan["read"] >= 1 and 0 <= plan["changed"] <= plan["already_stored"]
         assert ("different content" in err) == (plan["changed"] > 0)
         _event("edited messages found" if plan["changed"] else "no edits")
+
+
+@given(export_inputs(), st.booleans(), st.sampled_from(["", "--format={fmt}", "--conversation=Cat food", "--since=2024-01-01", "--until=2023-12-31"]))
+def test_cli_ingest_dry_run_of_exports_exits_0_or_2(cli_env, given_input, from_stdin, option):
+    fmt, data = given_input
+    path = cli_env["root"] / "export.input"
+    path.write_bytes(data)
+    args = ["ingest", "-" if from_stdin else str(path), "--dry-run", "--json", "--db", str(cli_env["db"]), "--default-timestamp=2024-01-01T00:00:00"]
+    args += [option.format(fmt=fmt)] if option else []
+    code, out, _ = assert_clean_exit(cli_env, args, stdin=data if from_stdin else None)
+    if code == 0:
+        plan = json.loads(out)
+        assert plan["read"] >= 1 and plan["conversations"] >= 1 and plan["format"] in EXPORT_FIXTURES.keys() | {"jsonl", "locomo"}
 
 
 @given(names | st.sampled_from(["", " ", "default", "-", "--json", "a=b", "alice\nbob", "\ud800", "\udcff"]), st.booleans())

@@ -1,0 +1,95 @@
+"""Small helpers every reader shares: quoting values into error lines, checking text, reading times.
+
+They live here, not in one reader, so that every format words its errors and
+reads its times the same way.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timezone
+
+from nemori_cli.errors import InputError
+
+# What a JSON value is called in an error line ("a JSON string, not an object").
+JSON_KINDS = {
+    list: "array", dict: "object", str: "string", int: "number", float: "number", bool: "boolean",
+    type(None): "null",
+}
+
+# Epoch numbers above this are milliseconds (JavaScript's Date.now()): read
+# as seconds they would fall after the year 5000, which no chat does.
+_MILLISECONDS_FROM = 1e11
+
+
+def quote(value: object, limit: int = 60) -> str:
+    """repr() keeps the error on one line; the cut keeps it readable."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def kind(value: object) -> str:
+    """'a JSON string' for error lines; a number type the decoder made (Decimal) is still a number."""
+    return f"a JSON {JSON_KINDS.get(type(value), 'number')}"
+
+
+def valid_text(value: str, where: str, field: str) -> str:
+    """Refuse a lone surrogate (JSON's "\\ud800" escape): it is not text and cannot be stored or printed."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise InputError(
+            f"{where}: '{field}' holds a lone surrogate (U+{ord(value[e.start]):04X} at character {e.start + 1});"
+            " expected valid Unicode text"
+        ) from None
+    return value
+
+
+def decode(raw: bytes, source_name: str, first_line: int = 1) -> str:
+    """UTF-8 bytes to text, or one line naming the line and column of the first bad byte."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        # Point at the bad byte by line and column: a byte offset is useless in an editor.
+        line = first_line + raw.count(b"\n", 0, e.start)
+        column = e.start - raw.rfind(b"\n", 0, e.start)
+        raise InputError(
+            f"{source_name}:{line}: not UTF-8 text (byte 0x{raw[e.start]:02x} at column {column});"
+            " expected UTF-8 encoded input"
+        ) from None
+
+
+def from_epoch(value: object) -> datetime:
+    """Seconds (or milliseconds) since 1970, as a number or a string of digits, to a UTC-aware datetime.
+
+    Raises ValueError for anything else, including times no datetime holds.
+    """
+    if isinstance(value, bool) or value is None:
+        raise ValueError("not a number")
+    if isinstance(value, str):
+        text = value.strip()
+        if not text or not text.lstrip("-").replace(".", "", 1).isdigit() or not text.isascii():
+            raise ValueError("not a number")
+        value = float(text)
+    try:
+        seconds = float(value)  # int, float, or the Decimal a JSON decoder made
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError("not a number") from None
+    if not math.isfinite(seconds):
+        raise ValueError("not a finite number")
+    if abs(seconds) >= _MILLISECONDS_FROM:
+        seconds /= 1000
+    try:
+        return datetime.fromtimestamp(seconds, timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        raise ValueError("out of range") from None
+
+
+def parse_iso(value: str) -> datetime:
+    """ISO 8601; a trailing 'Z' gives UTC-aware, no offset stays naive. Raises ValueError."""
+    text = value.strip()
+    if text[-1:] in ("Z", "z"):
+        text = text[:-1] + "+00:00"
+    if not text:
+        raise ValueError("empty timestamp")
+    return datetime.fromisoformat(text)  # raises ValueError with its own reason

@@ -1,0 +1,62 @@
+"""Which conversations and which dates to read: `--conversation`, `--since`, `--until`, shared by every reader.
+
+A reader asks while it streams, so what is not chosen is never kept:
+``Selection.wants(id, title)`` for each conversation, ``Selection.within(ts)``
+for each message.
+
+Naive and aware times are compared by reading a naive time as UTC (as
+domain.to_epoch orders them everywhere else): exports that write local
+times without a zone (WhatsApp, LongMemEval) are compared as if they were
+UTC, which is off by at most the writer's offset from UTC.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime, time
+
+from nemori_cli.domain import to_epoch
+from nemori_cli.importers.common import parse_iso
+
+
+def parse_bound(value: str, *, end: bool) -> datetime:
+    """'2023-05-08' or '2023-05-08T13:56' to a datetime; a bare date as the bound of a whole day.
+
+    ``end``: the bound of --until, which is inclusive, so '2023-05-08' there
+    means up to the last microsecond of 8 May. Raises ValueError.
+    """
+    text = value.strip()
+    if len(text) == 10:  # YYYY-MM-DD (fromisoformat would take other 10-character forms too)
+        day = date.fromisoformat(text)
+        return datetime.combine(day, time.max if end else time.min)
+    return parse_iso(text)
+
+
+@dataclass(frozen=True)
+class Selection:
+    conversations: tuple[str, ...] = ()  # ids or titles; empty: all
+    since: datetime | None = None  # inclusive
+    until: datetime | None = None  # inclusive
+
+    def matches(self, wanted: str, ident: str | None, title: str | None) -> bool:
+        """An id matches exactly; a title matches ignoring case (titles are typed from memory, ids are pasted)."""
+        return wanted == ident or (title is not None and wanted.casefold() == title.casefold())
+
+    def wants(self, ident: str | None, title: str | None) -> bool:
+        return not self.conversations or any(self.matches(w, ident, title) for w in self.conversations)
+
+    def within(self, ts: datetime) -> bool:
+        moment = to_epoch(ts)
+        if self.since is not None and moment < to_epoch(self.since):
+            return False
+        return self.until is None or moment <= to_epoch(self.until)
+
+    def describe_dates(self) -> str:
+        """'since 2023-05-01 until 2023-05-31', for 'no messages' errors."""
+        parts = []
+        if self.since is not None:
+            parts.append(f"since {self.since.isoformat()}")
+        if self.until is not None:
+            parts.append(f"until {self.until.isoformat()}")
+        return " ".join(parts)
+

@@ -145,7 +145,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kills", type=int, default=50, help="kill trials in all (split between the modes)")
     parser.add_argument("--modes", default="native,amem")
-    parser.add_argument("--writers", default="2,4", help="concurrent ingest processes per writers trial")
+    parser.add_argument("--writers", default="2,4", help="concurrent ingest processes per writers trial (empty: none)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--model", default="tiny")
     parser.add_argument("--messages", type=int, default=0, help="ingest only the example's first N messages (shorter trials)")
@@ -176,7 +176,7 @@ def main() -> int:
             print(f"kill {i + 1}/{args.kills}: {kills[-1]['mode']} {kills[-1]['signal']} after {kills[-1]['after_s']} s: "
                   f"{'ok' if not kills[-1]['problems'] else kills[-1]['problems']}", file=sys.stderr)
         record["kills"] = kills
-        record["writers"] = [writers_trial(work, env, int(n), same) for n in args.writers.split(",") for same in (False, True)]
+        record["writers"] = [writers_trial(work, env, int(n), same) for n in args.writers.split(",") if n for same in (False, True)]
     failed = [t for t in record["kills"] + record["writers"] if t["problems"]]
     record["summary"] = {
         "kill_trials": len(record["kills"]),

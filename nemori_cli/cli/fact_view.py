@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nemori_cli.cli.render import episode_json, esc, fact_json, validity
+from nemori_cli.cli.render import episode_json, esc, fact_json, stamp, validity
 from nemori_cli.domain import Episode, Fact, PredictionRecord
 
 # What each way of distilling means for the record, in words (memory/semantic.py's methods).
@@ -89,13 +89,13 @@ def as_text(out, v: FactView, _=None) -> None:
     for r in v.replaced:
         out.print(f"  replaced F{r.id}: {esc(r.text)}", soft_wrap=True)
     for e in v.sources.values():
-        out.print(f"  from E{e.id} {e.start:%Y-%m-%d %H:%M}: {esc(e.title)}", soft_wrap=True)
+        out.print(f"  from E{e.id} {stamp(e.start)}: {esc(e.title)}", soft_wrap=True)
     out.print()
     e = v.episode
     if e is None:
         out.print(f"Distilled from: not recorded (made before schema {v.recorded_since}, or its episode was forgotten)", soft_wrap=True)
     else:
-        out.print(f"[bold]Distilled from E{e.id}[/bold] ({e.start:%Y-%m-%d %H:%M} – {e.end:%Y-%m-%d %H:%M}): [bold]{esc(e.title)}[/bold]", soft_wrap=True)
+        out.print(f"[bold]Distilled from E{e.id}[/bold] ({stamp(e.start)} – {stamp(e.end)}): [bold]{esc(e.title)}[/bold]", soft_wrap=True)
         out.print(f"  {esc(e.narrative)}", soft_wrap=True)
     _prediction_text(out, v)
 

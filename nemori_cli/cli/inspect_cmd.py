@@ -8,7 +8,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from nemori_cli.cli import options as opt
-from nemori_cli.cli.render import change_json, console, esc, episode_json, fact_json, message_json, note_json, print_json, validity
+from nemori_cli.cli.render import change_json, console, episode_json, esc, fact_json, message_json, note_json, print_json, stamp, validity
 from nemori_cli.errors import StoreError
 
 inspect_app = typer.Typer(help="Show what memory holds.", no_args_is_help=True)
@@ -73,7 +73,7 @@ def episodes_cmd(
     out = console()
     for e in items:
         status = f" [dim](merged into E{e.superseded_by})[/dim]" if e.superseded_by else ""
-        out.print(f"[bold]E{e.id}[/bold] {e.start:%Y-%m-%d %H:%M}  {len(e.messages):>3} msgs  [bold]{esc(e.title)}[/bold]{status}")
+        out.print(f"[bold]E{e.id}[/bold] {stamp(e.start)}  {len(e.messages):>3} msgs  [bold]{esc(e.title)}[/bold]{status}")
     out.print(f"[dim]{len(items)} episodes for user {settings.user}[/dim]")
 
 
@@ -101,15 +101,15 @@ def _episode_as_json(e, parts) -> dict:
 
 
 def _episode_as_text(out, e, parts) -> None:
-    out.print(f"[bold]E{e.id}: {esc(e.title)}[/bold]  ({e.start:%Y-%m-%d %H:%M} – {e.end:%Y-%m-%d %H:%M}, boundary: {e.boundary})")
+    out.print(f"[bold]E{e.id}: {esc(e.title)}[/bold]  ({stamp(e.start)} – {stamp(e.end)}, boundary: {e.boundary})")
     if e.superseded_by:
         out.print(f"[yellow]superseded: {esc(e.superseded_reason)}[/yellow] (its messages now belong to E{e.superseded_by})")
     for p in parts:
-        out.print(f"[dim]merged from E{p.id} {p.start:%Y-%m-%d %H:%M}: {esc(p.title)}[/dim]")
+        out.print(f"[dim]merged from E{p.id} {stamp(p.start)}: {esc(p.title)}[/dim]")
     out.print(esc(e.narrative), soft_wrap=True)
     out.print()
     for m in e.messages:
-        out.print(f"[dim]{m.source_id or m.id:>8}[/dim] {m.timestamp:%Y-%m-%d %H:%M} [bold]{esc(m.speaker)}[/bold]: {esc(m.content)}", soft_wrap=True)
+        out.print(f"[dim]{m.source_id or m.id:>8}[/dim] {stamp(m.timestamp)} [bold]{esc(m.speaker)}[/bold]: {esc(m.content)}", soft_wrap=True)
 
 
 @inspect_app.command("facts")
@@ -136,7 +136,7 @@ def facts_cmd(
         status = "" if f.status == "active" else f" [dim]({f.status}{' since' if moment else ''})[/dim]"
         valid = f" [dim]{validity(f)}[/dim]" if moment else ""
         out.print(f"[bold]F{f.id}[/bold] [dim]{sources:>8}[/dim] {esc(f.text)}{status}{valid}", soft_wrap=True)
-    when = f" as of {moment:%Y-%m-%d %H:%M}" if moment else ""
+    when = f" as of {stamp(moment)}" if moment else ""
     out.print(f"[dim]{len(items)} facts for user {settings.user}{when}[/dim]")
 
 
@@ -211,7 +211,7 @@ def _note_as_json(n, related) -> dict:
 def _note_as_text(out, n, related) -> None:
     linked, history, caused = related
     source = f"message {n.message_id}" if n.message_id else f"a fact of E{n.episode_id}" if n.episode_id else "?"
-    out.print(f"[bold]N{n.id}[/bold] ({n.timestamp:%Y-%m-%d %H:%M}, from {source}, attributes by {n.origin}): {esc(n.content)}", soft_wrap=True)
+    out.print(f"[bold]N{n.id}[/bold] ({stamp(n.timestamp)}, from {source}, attributes by {n.origin}): {esc(n.content)}", soft_wrap=True)
     out.print(f"  context: {esc(n.context)}", soft_wrap=True)
     out.print(f"  keywords: {esc(', '.join(n.keywords) or '-')}; tags: {esc(', '.join(n.tags) or '-')}")
     for i in n.links:
@@ -266,7 +266,7 @@ def messages_cmd(
     out = console()
     for m in items:
         owner = f"E{m.episode_id}" if m.episode_id else "pending"
-        out.print(f"[dim]{m.source_id or m.id:>8} {owner:>8}[/dim] {m.timestamp:%Y-%m-%d %H:%M} [bold]{esc(m.speaker)}[/bold]: {esc(m.content)}", soft_wrap=True)
+        out.print(f"[dim]{m.source_id or m.id:>8} {owner:>8}[/dim] {stamp(m.timestamp)} [bold]{esc(m.speaker)}[/bold]: {esc(m.content)}", soft_wrap=True)
     out.print(f"[dim]{len(items)} messages[/dim]")
 
 

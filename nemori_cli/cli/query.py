@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from nemori_cli.cli import options as opt
-from nemori_cli.cli.render import console, esc, hit_json, print_json
+from nemori_cli.cli.render import console, esc, hit_json, print_json, stamp
 from nemori_cli.errors import InputError
 
 
@@ -143,9 +143,9 @@ def search_cmd(
             out.print(f"[bold]N{h.id}[/bold] {h.start:%Y-%m-%d}  {via}  {esc(h.text)}", soft_wrap=True)
             continue
         if h.kind == "message":
-            out.print(f"[bold]M{h.id}[/bold] {h.start:%Y-%m-%d %H:%M}  score {h.score:.4f}  {esc(h.title)}: {esc(h.text)}", soft_wrap=True)
+            out.print(f"[bold]M{h.id}[/bold] {stamp(h.start)}  score {h.score:.4f}  {esc(h.title)}: {esc(h.text)}", soft_wrap=True)
             continue
-        out.print(f"[bold]E{h.id}[/bold] {h.start:%Y-%m-%d %H:%M}  score {h.score:.4f}  [bold]{esc(h.title)}[/bold]")
+        out.print(f"[bold]E{h.id}[/bold] {stamp(h.start)}  score {h.score:.4f}  [bold]{esc(h.title)}[/bold]")
         out.print(f"   {esc(h.text)}", soft_wrap=True)
     out.print(f"[dim]{len(hits)} hits in {ms:.1f} ms{_as_of_note(moment)}[/dim]")
 
@@ -230,4 +230,4 @@ def ask_cmd(
 
 
 def _as_of_note(moment) -> str:
-    return f", memory as of {moment:%Y-%m-%d %H:%M}" if moment else ""
+    return f", memory as of {stamp(moment)}" if moment else ""

@@ -123,6 +123,16 @@ def hit_json(h: Hit) -> dict:
     }
 
 
+def stamp(ts) -> str:
+    """'2024-03-04 19:09', with the UTC offset when the input gave one ('2024-03-04 19:09 +02:00'): the same clock
+    time in two zones is two moments, and a chat export in local time should not read as UTC."""
+    text = f"{ts:%Y-%m-%d %H:%M}"
+    offset = ts.utcoffset() if getattr(ts, "tzinfo", None) is not None else None
+    if offset is None:
+        return text
+    return text + (" UTC" if not offset else f" {ts:%z}"[:-2] + ":" + f"{ts:%z}"[-2:])
+
+
 def esc(text: object) -> str:
     """Memory text printed through rich: "[7 May 2023]" must show, not be read as markup."""
     from rich.markup import escape

@@ -227,3 +227,20 @@ def test_progress_off_a_terminal_is_lines_as_the_work_goes():
         "episodes: 10/40 (25%), 0:00:11 elapsed, eta 0:00:33\n",
         "episodes: 40/40 (100%), 0:00:12 elapsed\n",
     ]
+
+
+def test_times_show_the_offset_the_input_gave(monkeypatch, tmp_path):
+    from tests.unit.fake_ingest import isolate, nemori, use_fakes, write_jsonl
+
+    isolate(monkeypatch, tmp_path)
+    use_fakes(monkeypatch)
+    rows = [
+        {"id": "a", "speaker": "Ann", "content": "kayak at dawn", "timestamp": "2024-03-04T07:00:00+02:00"},
+        {"id": "b", "speaker": "Bob", "content": "kayak at noon", "timestamp": "2024-03-04T12:00:00Z"},
+        {"id": "c", "speaker": "Ann", "content": "kayak, no zone", "timestamp": "2024-03-04T13:00:00"},
+    ]
+    db = tmp_path / "m.db"
+    assert nemori("ingest", write_jsonl(tmp_path / "c.jsonl", rows), "--db", db).exit_code == 0
+    shown = nemori("inspect", "messages", "--db", db).stdout
+    assert "2024-03-04 07:00 +02:00" in shown and "2024-03-04 12:00 UTC" in shown
+    assert "2024-03-04 13:00 Ann" in " ".join(shown.split())  # naive: no zone invented

@@ -184,31 +184,47 @@ class Memory:
 
     # -- reading ----------------------------------------------------------
 
-    def search(self, query: str, *, profile: str = DEFAULT_PROFILE, options: SearchOptions | None = None, **overrides: Any) -> list[Hit]:
+    def search(
+        self, query: str, *, profile: str = DEFAULT_PROFILE, options: SearchOptions | None = None, as_of: str | datetime | None = None, **overrides: Any
+    ) -> list[Hit]:
         """Memories for ``query``, best first, without any LLM (vector and full-text search, fused).
 
         ``profile`` is "budget" (default) or "paper"; ``options`` replaces it
         whole; keyword ``overrides`` (k=, facts=, messages=, budget=, mode=...)
-        change single fields of it.
+        change single fields of it. ``as_of`` (a datetime, or ISO text: a date
+        alone means the end of that day) reads memory as it stood then, in the
+        conversation's time, as `nemori search --as-of` does.
         """
         from nemori_cli.retrieval.search import search
 
         text = _query_text(query, "query")
+        search_options = self._options(profile, options, overrides, as_of)
         session = self._session("read")
-        hits, _ms = search(session.db, self.user, session.embedder, text, self._options(profile, options, overrides))
+        hits, _ms = search(session.db, self.user, session.embedder, text, search_options)
         return hits
 
-    def ask(self, question: str, *, profile: str = DEFAULT_PROFILE, options: SearchOptions | None = None, today: str | date | None = None, **overrides: Any) -> Answer:
+    def ask(
+        self,
+        question: str,
+        *,
+        profile: str = DEFAULT_PROFILE,
+        options: SearchOptions | None = None,
+        today: str | date | None = None,
+        as_of: str | datetime | None = None,
+        **overrides: Any,
+    ) -> Answer:
         """Answer ``question`` from memory; ``Answer.cited`` holds the episode ids it comes from.
 
         ``Answer.failed`` says the model gave no usable answer (the text says
         so too); ``Answer.abstained`` that the memory does not hold it.
+        ``as_of`` answers from memory as it stood then (see `search`), and
+        that day is "today" unless ``today`` says otherwise.
         """
         from nemori_cli.retrieval.answer import ask
         from nemori_cli.store import telemetry
 
         text = _query_text(question, "question")
-        search_options = self._options(profile, options, overrides)
+        search_options = self._options(profile, options, overrides, as_of)
         session = self._session("read")
         session.check_answer_model()
         session.check_answer_endpoint()
@@ -218,11 +234,14 @@ class Memory:
             telemetry.write(session.db, self.user, *llm.log.drain())
         return answer
 
-    def episodes(self, *, include_superseded: bool = False, with_messages: bool = False, limit: int | None = None) -> list[Episode]:
-        """Episodes in time order (merged-away ones too with ``include_superseded``)."""
+    def episodes(
+        self, *, include_superseded: bool = False, with_messages: bool = False, limit: int | None = None, as_of: str | datetime | None = None
+    ) -> list[Episode]:
+        """Episodes in time order (merged-away ones too with ``include_superseded``; with ``as_of``, those that had ended by then)."""
         from nemori_cli.store import episodes as episode_sql
 
-        return episode_sql.list_all(self._session("read").db, self.user, include_superseded=include_superseded, with_messages=with_messages, limit=limit)
+        db = self._session("read").db
+        return episode_sql.list_all(db, self.user, include_superseded=include_superseded, with_messages=with_messages, limit=limit, as_of=_moment(as_of))
 
     def episode(self, episode_id: int) -> Episode:
         """One episode with its messages; StoreError when this user has none with that id."""
@@ -233,11 +252,12 @@ class Memory:
             raise StoreError(f"no episode {episode_id} for user {self.user}")
         return found
 
-    def facts(self, *, include_superseded: bool = False, limit: int | None = None) -> list[Fact]:
-        """Semantic facts (superseded ones, with what replaced them, on request)."""
+    def facts(self, *, include_superseded: bool = False, limit: int | None = None, as_of: str | datetime | None = None) -> list[Fact]:
+        """Semantic facts (superseded ones, with what replaced them, on request; with ``as_of``, those valid then)."""
         from nemori_cli.store import facts as fact_sql
 
-        return fact_sql.list_all(self._session("read").db, self.user, include_superseded=include_superseded, limit=limit)
+        db = self._session("read").db
+        return fact_sql.list_all(db, self.user, include_superseded=include_superseded, limit=limit, as_of=_moment(as_of))
 
     def notes(self, *, limit: int | None = None) -> list[Note]:
         """A-MEM notes (memory modes amem and nemori+amem), with their links."""
@@ -251,7 +271,7 @@ class Memory:
 
         return stored(self._session("read").db, self.user)
 
-    def _options(self, profile: str, options: SearchOptions | None, overrides: Mapping[str, Any]) -> SearchOptions:
+    def _options(self, profile: str, options: SearchOptions | None, overrides: Mapping[str, Any], as_of: str | datetime | None = None) -> SearchOptions:
         if options is None:
             if profile not in PROFILES:
                 raise ConfigError(f"profile {profile!r} is not one of {', '.join(PROFILES)}")
@@ -259,7 +279,8 @@ class Memory:
         unknown = sorted(set(overrides) - set(SearchOptions.__dataclass_fields__))
         if unknown:
             raise ConfigError(f"unknown search option {', '.join(unknown)}; expected some of {', '.join(SearchOptions.__dataclass_fields__)}")
-        return replace(options, **overrides)
+        options = replace(options, **overrides)
+        return replace(options, as_of=_moment(as_of)) if as_of is not None else options
 
 
 def read_messages(messages: Iterable[Mapping[str, Any] | IncomingMessage], source: str = "<messages>") -> list[IncomingMessage]:
@@ -295,6 +316,17 @@ def _query_text(value: str, what: str) -> str:
     except UnicodeEncodeError:
         raise InputError(f"{what} {value[:60]!r} is not valid text") from None
     return value.strip()
+
+
+def _moment(value: str | datetime | None) -> datetime | None:
+    """An as-of value as the CLI reads it: a datetime as is, ISO text by dates.parse_as_of (a date alone is the end of that day)."""
+    from nemori_cli.dates import parse_as_of
+
+    if value is None or isinstance(value, datetime):
+        return value
+    if not isinstance(value, str):
+        raise ConfigError(f"as_of must be a datetime or ISO text, not {type(value).__name__}")
+    return parse_as_of(value)
 
 
 def _day(today: str | date | None) -> str | None:

@@ -38,6 +38,10 @@ INSTRUCTIONS = (
 # -- what the tools take and give (their JSON schemas) ---------------------
 # At module level: the SDK reads the tools' annotations by name from here.
 
+AsOf = Annotated[
+    str | None,
+    Field(default=None, description="Read memory as it stood at this point of the conversation (ISO date, meaning the end of that day, or date-time)."),
+]
 UserArg = Annotated[str | None, Field(default=None, description="Whose memory (only if the server allows any user; default: the server's).")]
 
 
@@ -162,10 +166,11 @@ def build(memories: Memories):
     def recall(
         query: Annotated[str, Field(min_length=1, description="What to look for.")],
         limit: Annotated[int, Field(ge=1, le=100, description="At most this many memories.")] = 10,
+        as_of: AsOf = None,
         user: UserArg = None,
     ) -> Recalled:
         """Search memory (episodes, facts, notes, raw messages) without any LLM; best first, each with its date."""
-        return run(lambda: Recalled(query=query, memories=[_memory_out(h) for h in memories.of(user).search(query)[:limit]]))
+        return run(lambda: Recalled(query=query, memories=[_memory_out(h) for h in memories.of(user).search(query, as_of=as_of)[:limit]]))
 
     @server.tool(
         title="Ask memory",
@@ -176,11 +181,12 @@ def build(memories: Memories):
     def ask(
         question: Annotated[str, Field(min_length=1, description="A question about what was said, e.g. 'When did Priya move to Berlin?'")],
         today: Annotated[str | None, Field(default=None, description="Date to treat as today for 'how long ago' questions (ISO 8601).")] = None,
+        as_of: AsOf = None,
         user: UserArg = None,
     ) -> Answered:
         """Answer a question from memory with the local model, citing the episodes used."""
         def call():
-            answer = memories.of(user).ask(question, today=today)
+            answer = memories.of(user).ask(question, today=today, as_of=as_of)
             return Answered(
                 question=answer.question, answer=answer.answer, abstained=answer.abstained, failed=answer.failed,
                 cited_episodes=list(answer.cited), memories=[_memory_out(h) for h in answer.hits],

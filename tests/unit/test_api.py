@@ -204,3 +204,19 @@ def test_a_method_is_chosen_once(world):
     Memory(tmp_path / "m.db", memory="summary").ingest(conversation(per_topic=2))
     with pytest.raises(ConfigError, match="Mixing methods"):
         Memory(tmp_path / "m.db", memory="native").ingest(conversation(per_topic=2))
+
+
+def test_as_of_reads_memory_as_it_stood(world):
+    from nemori_cli import Memory
+
+    tmp_path, asked = world
+    with Memory(tmp_path / "m.db") as memory:
+        memory.ingest(conversation())  # one topic a day from 8 May 2023: kayak, piano, garden, chess
+        assert [e.title for e in memory.episodes(as_of="2023-05-09")] == ["Ann and Bob on kayak", "Ann and Bob on piano"]
+        assert memory.episodes(as_of=datetime(2023, 5, 1)) == []
+        hits = memory.search("chess", as_of="2023-05-09", k=5, messages=5, budget=0)
+        assert hits and not any("chess" in h.text for h in hits)
+        memory.ask("What about the kayak?", as_of="2023-05-09")
+        assert "Today is 9 May 2023" in asked[-1].history[-1][0][-1]["content"]
+        with pytest.raises(ConfigError, match="--as-of"):
+            memory.search("kayak", as_of="last week")

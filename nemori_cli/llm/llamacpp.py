@@ -50,8 +50,15 @@ class LlamaCppBackend:
                 seed=seed,
                 verbose=False,
             )
+        except MemoryError:
+            # Python's own allocation failed (llama.cpp's failures arrive as the ValueError below).
+            size = path.stat().st_size / 2**20 if path.exists() else 0
+            raise ModelError(
+                f"model {name}: not enough memory to load {path} ({size:,.0f} MB, with a {n_ctx}-token context);"
+                " free memory, or choose a smaller model (`nemori models`)"
+            ) from None
         except (ValueError, RuntimeError) as e:
-            raise ModelError(f"model {name}: llama.cpp cannot load {path} ({e})") from None
+            raise ModelError(f"model {name}: llama.cpp cannot load {path} ({e}); if memory is short, choose a smaller model (`nemori models`)") from None
         self.states = PrefixStates(self.llama)
         self.states.enabled &= prefix_cache
 

@@ -149,6 +149,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--model", default="tiny")
     parser.add_argument("--messages", type=int, default=0, help="ingest only the example's first N messages (shorter trials)")
+    parser.add_argument("--only-kill9", action="store_true", help="every trial SIGKILL (default: 8 in 10, the rest SIGINT and SIGTERM)")
     parser.add_argument("--quick", action="store_true", help="4 kill trials and 2 writers: what the test suite runs")
     parser.add_argument("--out", type=Path, help="JSON record of every trial")
     args = parser.parse_args()
@@ -169,6 +170,8 @@ def main() -> int:
         record["reference"] = [reference(work, env, m) for m in modes]
         seconds = {r["mode"]: r["seconds"] for r in record["reference"]}
         signals = [signal.SIGKILL] * 8 + [signal.SIGINT, signal.SIGTERM]  # mostly kill -9
+        if args.only_kill9:
+            signals = [signal.SIGKILL]
         kills = []
         for i in range(args.kills):
             mode = modes[i % len(modes)]

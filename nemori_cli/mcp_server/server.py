@@ -133,17 +133,18 @@ def build(memories: Memories):
 
     server = MCPServer("nemori", instructions=INSTRUCTIONS, version=__version__)
 
+    def tool(title: str, *, read_only: bool, destructive: bool):
+        """Register a tool with its title and the spec's hints: every nemori tool is idempotent and touches only the local file."""
+        hints = ToolAnnotations(title=title, read_only_hint=read_only, destructive_hint=destructive, idempotent_hint=True, open_world_hint=False)
+        return server.tool(title=title, annotations=hints, structured_output=True)
+
     def run(call):
         try:
             return call()
         except NemoriError as e:  # one line, as the CLI prints it; the SDK marks the result isError
             raise ToolError(e.message) from None
 
-    @server.tool(
-        title="Remember messages",
-        annotations=ToolAnnotations(title="Remember messages", read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False),
-        structured_output=True,
-    )
+    @tool("Remember messages", read_only=False, destructive=False)
     def remember(
         messages: Annotated[list[MessageIn], Field(min_length=1, description="Messages in time order.")],
         flush: Annotated[bool, Field(description="Make episodes of the last messages too (true), or keep them pending for more.")] = True,
@@ -158,11 +159,7 @@ def build(memories: Memories):
             )
         return run(call)
 
-    @server.tool(
-        title="Recall memories",
-        annotations=ToolAnnotations(title="Recall memories", read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False),
-        structured_output=True,
-    )
+    @tool("Recall memories", read_only=True, destructive=False)
     def recall(
         query: Annotated[str, Field(min_length=1, description="What to look for.")],
         limit: Annotated[int, Field(ge=1, le=100, description="At most this many memories.")] = 10,
@@ -172,12 +169,8 @@ def build(memories: Memories):
         """Search memory (episodes, facts, notes, raw messages) without any LLM; best first, each with its date."""
         return run(lambda: Recalled(query=query, memories=[_memory_out(h) for h in memories.of(user).search(query, as_of=as_of)[:limit]]))
 
-    @server.tool(
-        title="Ask memory",
-        # It writes only the answer's cost to the usage log; what is remembered is unchanged.
-        annotations=ToolAnnotations(title="Ask memory", read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False),
-        structured_output=True,
-    )
+    # It writes only the answer's cost to the usage log; what is remembered is unchanged.
+    @tool("Ask memory", read_only=True, destructive=False)
     def ask(
         question: Annotated[str, Field(min_length=1, description="A question about what was said, e.g. 'When did Priya move to Berlin?'")],
         today: Annotated[str | None, Field(default=None, description="Date to treat as today for 'how long ago' questions (ISO 8601).")] = None,
@@ -193,11 +186,7 @@ def build(memories: Memories):
             )
         return run(call)
 
-    @server.tool(
-        title="Forget a memory",
-        annotations=ToolAnnotations(title="Forget a memory", read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False),
-        structured_output=True,
-    )
+    @tool("Forget a memory", read_only=False, destructive=True)
     def forget(
         kind: Annotated[Literal["episode", "fact", "note"], Field(description="What to delete.")],
         id: Annotated[int, Field(ge=1, description="Its id, as recall gives it.")],

@@ -91,3 +91,21 @@ def isolate(monkeypatch, tmp_path: Path) -> Path:
 def nemori(*args: str):
     """The CLI in-process; a NemoriError comes back as result.exception."""
     return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def use_fake_answers(monkeypatch, reply: str = "the kayak") -> list[FakeBackend]:
+    """The answer model (`ask`) is a fake too, saying ``reply`` to every question; returns the backends built, for their prompts."""
+    built: list[FakeBackend] = []
+
+    def answering(messages, schema):
+        if schema.get("title") == "Answer":
+            return {"answer": reply, "sources": []}
+        return answer(messages, schema)
+
+    def build_answer_llm(settings, memory_llm=None):
+        built.append(FakeBackend(default=answering))
+        return StructuredLLM(built[-1])
+
+    monkeypatch.setattr(deps, "build_answer_llm", build_answer_llm)
+    monkeypatch.setattr(deps, "answer_preset", lambda settings: type("Preset", (), {"kind": "llama", "name": "fake"})())
+    return built

@@ -6,33 +6,15 @@ from datetime import datetime
 
 import pytest
 
-from nemori_cli import deps
 from nemori_cli.errors import ConfigError, InputError, StoreError
-from nemori_cli.llm.base import StructuredLLM
-from nemori_cli.llm.fake import FakeBackend
-from tests.unit.fake_ingest import answer, conversation, isolate, nemori, use_fakes, write_jsonl
-
-
-def _answer(messages, schema):
-    if schema.get("title") == "Answer":
-        return {"answer": "the kayak", "sources": []}
-    return answer(messages, schema)
+from tests.unit.fake_ingest import conversation, isolate, nemori, use_fake_answers, use_fakes, write_jsonl
 
 
 @pytest.fixture()
 def world(monkeypatch, tmp_path):
     isolate(monkeypatch, tmp_path)
     use_fakes(monkeypatch)
-    asked: list[FakeBackend] = []
-
-    def build_answer_llm(settings, memory_llm=None):
-        backend = FakeBackend(default=_answer)
-        asked.append(backend)
-        return StructuredLLM(backend)
-
-    monkeypatch.setattr(deps, "build_answer_llm", build_answer_llm)
-    monkeypatch.setattr(deps, "answer_preset", lambda settings: type("P", (), {"kind": "llama", "name": "fake"})())
-    return tmp_path, asked
+    return tmp_path, use_fake_answers(monkeypatch)
 
 
 def test_memory_is_importable_from_the_package_without_loading_it_first():

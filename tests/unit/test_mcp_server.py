@@ -6,18 +6,9 @@ import asyncio
 
 import pytest
 
-from nemori_cli import deps
-from nemori_cli.llm.base import StructuredLLM
-from nemori_cli.llm.fake import FakeBackend
-from tests.unit.fake_ingest import answer, conversation, isolate, use_fakes
+from tests.unit.fake_ingest import conversation, isolate, use_fake_answers, use_fakes
 
 pytest.importorskip("mcp")
-
-
-def _answer(messages, schema):
-    if schema.get("title") == "Answer":
-        return {"answer": "the kayak", "sources": []}
-    return answer(messages, schema)
 
 
 @pytest.fixture()
@@ -26,8 +17,7 @@ def memories(monkeypatch, tmp_path):
 
     isolate(monkeypatch, tmp_path)
     use_fakes(monkeypatch)
-    monkeypatch.setattr(deps, "build_answer_llm", lambda settings, memory_llm=None: StructuredLLM(FakeBackend(default=_answer)))
-    monkeypatch.setattr(deps, "answer_preset", lambda settings: type("P", (), {"kind": "llama", "name": "fake"})())
+    use_fake_answers(monkeypatch)
     made = Memories(str(tmp_path / "m.db"), "ann", any_user=False, model=None, embedder=None, answer_model=None)
     yield made
     made.close()

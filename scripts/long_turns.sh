@@ -25,11 +25,9 @@ while IFS='|' read -r question expected; do
 done > "$OUT/answers.tsv" <<'Q'
 Where is the user moving to?|Edinburgh
 Which city did the user live in before the move?|Manchester
-Why is the user moving?|job
 How old is the user's sister Jo turning?|30|thirty
 What does Jo like?|climb|film
 How long has the user been doing Duolingo Spanish?|three months|3 months
-How long is the hike the user wants to plan?|15
 Q
 cat "$OUT/answers.tsv"
 for how in clipped whole; do

@@ -3,7 +3,7 @@
 # the same slice of a generated ChatGPT export ingested twice with the same model,
 # once as nemori reads it (400 characters of a message) and once read whole
 # (scripts/read_whole.py), then the same questions asked of both.
-#   sh scripts/long_turns.sh [MODEL] [OUT_DIR]
+#   bash scripts/long_turns.sh [MODEL] [OUT_DIR]
 set -euo pipefail
 MODEL=${1:-tiny}
 OUT=${2:-/tmp/long-turns}

@@ -19,6 +19,11 @@ def mcp_cmd(
 ) -> None:
     """Serve this memory over the Model Context Protocol on stdin/stdout (tools: remember, recall, ask, forget)."""
     from nemori_cli.mcp_server.server import serve
+    from nemori_cli.store.db import refuse_foreign, refuse_unusable
 
     settings = opt.settings(db_path, user, model, embedder)  # bad settings fail here, as one line, before the server starts
+    # A --db that can never work (a directory, another application's SQLite file) is refused now, not at
+    # the agent's first tool call; a missing file is fine: the first `remember` creates it.
+    refuse_unusable(settings.db_path, create=True)
+    refuse_foreign(settings.db_path)
     serve(str(settings.db_path), settings.user, any_user=any_user, model=model, embedder=embedder, answer_model=answer_model)

@@ -111,3 +111,22 @@ def test_any_user_lets_a_call_choose_whose_memory(memories, tmp_path):
         shared.close()
     assert mine.structured_content["memories"] == []
     assert bobs.structured_content["memories"]
+
+
+def test_nemori_mcp_refuses_a_database_it_could_never_use_before_serving(monkeypatch, tmp_path):
+    import apsw
+
+    from nemori_cli.errors import StoreError
+    from tests.unit.fake_ingest import nemori
+
+    isolate(monkeypatch, tmp_path)
+    other = tmp_path / "other-app.sqlite"
+    conn = apsw.Connection(str(other))
+    conn.execute("CREATE TABLE invoices(id INTEGER PRIMARY KEY, total REAL)")
+    conn.close()
+    before = other.read_bytes()
+    for db in (other, tmp_path):
+        result = nemori("mcp", "--db", db)  # in-process: the NemoriError app.main would print as one line, exit 4
+        assert isinstance(result.exception, StoreError) and result.exception.exit_code == 4, result.output
+        assert "\n" not in result.exception.message
+    assert other.read_bytes() == before

@@ -18,21 +18,26 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
 from nemori_cli import deps
 from nemori_cli.config import Settings
 from nemori_cli.domain import Answer, Episode, Fact, Hit, IncomingMessage, Note
 from nemori_cli.errors import ConfigError, InputError, StoreError
-from nemori_cli.pipeline.runner import IngestReport
+from nemori_cli.importers.collect import Imported
+from nemori_cli.importers.selection import Selection, choose
+from nemori_cli.pipeline.runner import IngestReport, Progress
 from nemori_cli.retrieval.search import DEFAULT_PROFILE, PROFILES, SearchOptions
 
 MemoryName = Literal["native", "summary", "naive-rag", "amem", "nemori+amem"]
 ForgetKind = Literal["episode", "fact", "note"]
+
+# The method's flags (memory/profile.py): None leaves each to the database's record or the default.
+METHOD_FLAGS = ("memory", "distill", "integrate", "facts", "index")
 
 # Messages given to `ingest` get this id namespace, so the ids a program
 # chooses never collide with those of a file ingested from the shell.
@@ -46,6 +51,7 @@ class IngestResult:
     read: int  # messages given
     added: int  # new ones (a message already stored under its id is not added again)
     changed: int  # already stored under their id with other text: kept as stored
+    changed_ids: tuple[str, ...]  # their ids, in input order (as the input gave them)
     episodes: int
     merged: int
     facts: int
@@ -53,6 +59,23 @@ class IngestResult:
     pending: int  # stored, not yet made into memory (flush=False keeps the tail pending)
     seconds: float
     report: IngestReport  # the runner's whole report (LLM calls, fallbacks, tokens)
+
+    @classmethod
+    def of(cls, report: IngestReport, changed_ids: tuple[str, ...] = ()) -> IngestResult:
+        return cls(
+            read=report.read, added=report.added, changed=report.changed, changed_ids=changed_ids, episodes=report.episodes,
+            merged=report.merged, facts=report.facts, notes=report.notes, pending=report.pending, seconds=report.seconds, report=report,
+        )
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    """What one search found, and how long it took (the query's embedding included)."""
+
+    query: str
+    hits: list[Hit]
+    ms: float
+    as_of: datetime | None
 
 
 class Memory:
@@ -75,11 +98,31 @@ class Memory:
         answer_model: str | None = None,
         memory: MemoryName | None = None,
         window: int = 20,
+        distill: Literal["prediction", "direct"] | None = None,
+        integrate: bool | None = None,
+        facts: bool | None = None,
+        index: Literal["narrative", "messages"] | None = None,
+        neighbours: int = 5,
     ) -> None:
-        self.settings: Settings = Settings.from_env(db=str(path), user=user, model=model, embedder=embedder, answer_model=answer_model)
+        settings = Settings.from_env(db=str(path), user=user, model=model, embedder=embedder, answer_model=answer_model)
+        self._setup(settings, window, {"memory": memory, "distill": distill, "integrate": integrate, "facts": facts, "index": index}, neighbours)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, *, window: int = 20, neighbours: int = 5, **method: Any) -> Memory:
+        """A Memory over settings already resolved (the CLI's: flags, then the environment, then the defaults)."""
+        memory = cls.__new__(cls)
+        memory._setup(settings, window, {name: method.get(name) for name in METHOD_FLAGS}, neighbours)
+        return memory
+
+    def _setup(self, settings: Settings, window: int, method: dict[str, Any], neighbours: int) -> None:
         if not 2 <= window <= 200:
             raise ConfigError(f"window must be between 2 and 200 messages, not {window}")
-        self.memory, self.window = memory, window
+        if not 1 <= neighbours <= 50:
+            raise ConfigError(f"neighbours must be between 1 and 50 notes, not {neighbours}")
+        self.settings: Settings = settings
+        # The method's flags are chosen on a new database and recorded there; a later
+        # flag that disagrees with the record is refused by memory/profile.resolve.
+        self.method, self.window, self.neighbours = method, window, neighbours
         self._open: tuple[str, deps.Session] | None = None
 
     # -- plumbing ---------------------------------------------------------
@@ -91,6 +134,11 @@ class Memory:
     @property
     def path(self) -> Path:
         return self.settings.db_path
+
+    @property
+    def memory(self) -> str | None:
+        """The memory mode asked for (None: the database's, or native on a new one)."""
+        return self.method["memory"]
 
     # How much a session may do: read < write (an existing file) < create (a new file too).
     _POWER = {"read": 0, "write": 1, "create": 2}
@@ -123,34 +171,68 @@ class Memory:
 
     # -- writing ----------------------------------------------------------
 
-    def ingest(self, messages: Iterable[Mapping[str, Any] | IncomingMessage], *, flush: bool = True, max_tokens: int | None = None) -> IngestResult:
+    def ingest(
+        self,
+        messages: Iterable[Mapping[str, Any] | IncomingMessage] | Imported,
+        *,
+        flush: bool = True,
+        max_tokens: int | None = None,
+        progress: Progress | None = None,
+        on_stored: Callable[[tuple[str, ...]], None] | None = None,
+    ) -> IngestResult:
         """Store messages, then make episodes and facts of them (resumable, idempotent by message id).
 
         A message is a mapping with ``speaker`` (or ``role``), ``content`` (or
         ``text``), ``timestamp`` (ISO 8601 text or a datetime) and optional
         ``id`` and ``session``, exactly a line of nemori's JSON Lines; or an
-        IncomingMessage. All are checked before anything is written.
+        IncomingMessage. All are checked before anything is written. An
+        ``Imported`` (from `read_export`: a chat export already read and
+        checked) is stored under its format's id namespace, as `nemori ingest`
+        stores a file. ``progress(done, total)`` is called as episodes are made;
+        ``on_stored(changed_ids)`` once the messages are stored, before any
+        episode is made, with the ids of those kept as stored though given
+        with other text (so a caller can say so even if the run is stopped).
         """
+        if isinstance(messages, Imported):
+            incoming, namespace = messages.messages, messages.namespace
+        else:
+            incoming, namespace = read_messages(messages), API_NAMESPACE
+        _check_budget(max_tokens)
+        session = self._session("create")
+        session.llm  # a missing model or a dead endpoint fails here, before any write
+        pipeline = self._pipeline(session)
+        added = pipeline.add_messages(incoming, namespace)
+        from nemori_cli.store.messages import changed_keys
+
+        changed = tuple(key.removeprefix(f"id:{namespace}") for key in changed_keys(session.db, self.user, incoming, namespace))
+        if on_stored is not None:
+            on_stored(changed)
+        report = pipeline.process(flush=flush, progress=progress, max_tokens=max_tokens)
+        report.read, report.added, report.changed = len(incoming), added, len(changed)
+        return IngestResult.of(report, changed)
+
+    def flush(self, *, max_tokens: int | None = None, progress: Progress | None = None) -> IngestResult:
+        """Make episodes of every pending message now, with the database's recorded method (also resumes an interrupted ingest)."""
+        _check_budget(max_tokens)
+        session = self._session("write")  # flushing never creates a database
+        if self.pending() == 0:
+            return IngestResult.of(IngestReport())
+        session.llm  # the model first, then the embedder, as ingest loads them
+        return IngestResult.of(self._pipeline(session).process(flush=True, progress=progress, max_tokens=max_tokens))
+
+    def pending(self) -> int:
+        """Messages stored but not yet made into memory (an interrupted or budget-stopped ingest leaves some)."""
+        from nemori_cli.memory.profile import resolve
+
+        db = self._session("read").db
+        return resolve(db, {}).mode.backlog(db, self.user).messages
+
+    def _pipeline(self, session: deps.Session):
         from nemori_cli.memory.amem import AmemSettings
         from nemori_cli.memory.profile import resolve
 
-        incoming = read_messages(messages)
-        if max_tokens is not None and max_tokens <= 0:
-            raise ConfigError(f"max_tokens must be a positive number of tokens, not {max_tokens}")
-        session = self._session("create")
-        session.llm  # a missing model or a dead endpoint fails here, before any write
-        profile = resolve(session.db, {"memory": self.memory})
-        pipeline = session.pipeline(profile, window=self.window, notes=AmemSettings())
-        added = pipeline.add_messages(incoming, API_NAMESPACE)
-        from nemori_cli.store.messages import changed_keys
-
-        changed = len(changed_keys(session.db, self.user, incoming, API_NAMESPACE))
-        report = pipeline.process(flush=flush, max_tokens=max_tokens)
-        report.read, report.added, report.changed = len(incoming), added, changed
-        return IngestResult(
-            read=len(incoming), added=added, changed=changed, episodes=report.episodes, merged=report.merged,
-            facts=report.facts, notes=report.notes, pending=report.pending, seconds=report.seconds, report=report,
-        )
+        profile = resolve(session.db, self.method)
+        return session.pipeline(profile, window=self.window, notes=AmemSettings(neighbours=self.neighbours))
 
     def forget(self, kind: ForgetKind | Literal["user"], item_id: int | None = None) -> dict[str, int]:
         """Delete one episode, fact or note for good (``forget("fact", 3)``), or everything of this user (``forget("user")``).
@@ -195,13 +277,19 @@ class Memory:
         alone means the end of that day) reads memory as it stood then, in the
         conversation's time, as `nemori search --as-of` does.
         """
+        return self.retrieve(query, profile=profile, options=options, as_of=as_of, **overrides).hits
+
+    def retrieve(
+        self, query: str, *, profile: str = DEFAULT_PROFILE, options: SearchOptions | None = None, as_of: str | datetime | None = None, **overrides: Any
+    ) -> Retrieval:
+        """`search`, with the time it took and the moment it read memory at."""
         from nemori_cli.retrieval.search import search
 
         text = _query_text(query, "query")
         search_options = self._options(profile, options, overrides, as_of)
         session = self._session("read")
-        hits, _ms = search(session.db, self.user, session.embedder, text, search_options)
-        return hits
+        hits, ms = search(session.db, self.user, session.embedder, text, search_options)
+        return Retrieval(text, hits, ms, search_options.as_of)
 
     def ask(
         self,
@@ -216,7 +304,8 @@ class Memory:
         """Answer ``question`` from memory; ``Answer.cited`` holds the episode ids it comes from.
 
         ``Answer.failed`` says the model gave no usable answer (the text says
-        so too); ``Answer.abstained`` that the memory does not hold it.
+        so too, and ``Answer.problem`` why); ``Answer.abstained`` that the
+        memory does not hold it; ``Answer.model`` names the model that answered.
         ``as_of`` answers from memory as it stood then (see `search`), and
         that day is "today" unless ``today`` says otherwise.
         """
@@ -226,13 +315,21 @@ class Memory:
         text = _query_text(question, "question")
         search_options = self._options(profile, options, overrides, as_of)
         session = self._session("read")
-        session.check_answer_model()
-        session.check_answer_endpoint()
-        embedder, llm = session.embedder, session.answer_llm
+        session.check_answer_model()  # an unknown preset is refused before anything loads
+        session.check_answer_endpoint()  # only probed: a dead endpoint fails before the embedder loads
+        embedder, llm = session.embedder, session.answer_llm  # in this order: a wrong embedder is named before a model loads
         answer, _cited = ask(session.db, self.user, embedder, llm, text, search_options, today=_day(today))
-        with session.db.transaction():  # as `nemori ask` does: the answer's cost is counted in stats
+        problem = next((e.detail for e in reversed(llm.log.events) if e.kind == "fallback"), "") if answer.failed else ""
+        with session.db.transaction():  # the answer's cost is counted in `nemori stats`
             telemetry.write(session.db, self.user, *llm.log.drain())
-        return answer
+        return replace(answer, model=llm.model_id, problem=" ".join(problem.split()))
+
+    def cited(self, answer: Answer) -> list[Episode]:
+        """The episodes an answer cites, in its order (those forgotten since are left out)."""
+        from nemori_cli.store import episodes as episode_sql
+
+        found = episode_sql.by_ids(self._session("read").db, self.user, list(answer.cited))
+        return [found[i] for i in answer.cited if i in found]
 
     def episodes(
         self, *, include_superseded: bool = False, with_messages: bool = False, limit: int | None = None, as_of: str | datetime | None = None
@@ -306,6 +403,74 @@ def read_messages(messages: Iterable[Mapping[str, Any] | IncomingMessage], sourc
         except (TypeError, ValueError) as e:
             raise InputError(f"{source}:{i}: cannot be read as a message ({e})") from None
     return read_jsonl(io.BytesIO(b"\n".join(lines)), source)
+
+
+def read_export(
+    source: str | Path,
+    *,
+    format: str = "auto",
+    conversations: Iterable[str] = (),
+    since: str | None = None,
+    until: str | None = None,
+    default_timestamp: str | datetime | None = None,
+    sample: str | None = None,
+    sessions: str | None = None,
+    stream: BinaryIO | None = None,
+    selection: Selection | None = None,
+) -> Imported:
+    """A chat export or message file read whole and checked, ready for `Memory.ingest`; nothing is written.
+
+    ``format`` is one of importers.formats.NAMES ("auto" detects it from the
+    first bytes: nemori's JSON Lines, ChatGPT, Claude, WhatsApp, Telegram,
+    OpenAI-style lists, LongMemEval, LoCoMo). ``conversations`` (ids or
+    titles), ``since`` and ``until`` (ISO dates; ``until`` takes the whole day)
+    select what is read. ``stream`` reads from an open binary stream instead,
+    with ``source`` the name that errors give it. ``selection`` replaces
+    conversations, since and until with one already checked (the CLI's, whose
+    errors name its flags).
+    """
+    from nemori_cli.importers import formats
+    from nemori_cli.importers import native as readers
+
+    name = shown_name(str(source))
+    if format not in formats.NAMES:
+        raise ConfigError(f"format {format!r} is not one of {', '.join(formats.NAMES)}")
+    stamp = default_timestamp if isinstance(default_timestamp, datetime) else None
+    if isinstance(default_timestamp, str) and default_timestamp:
+        try:
+            stamp = readers.parse_timestamp(default_timestamp)
+        except ValueError:
+            raise ConfigError(f"default timestamp {default_timestamp!r} is not ISO 8601 (e.g. 2023-05-08T13:56:00)") from None
+    if selection is None:
+        selection = choose(tuple(conversations), since, until)
+    own = stream is None
+    if own:
+        path = Path(source)
+        if path.is_dir():
+            raise InputError(f"{name}: is a directory; expected a file of messages")
+        if not path.is_file():
+            raise InputError(f"{name}: no such file")
+        try:
+            stream = path.open("rb")
+        except OSError as e:
+            raise InputError(f"{name}: cannot be read ({e.strerror or e})") from None
+    try:
+        return formats.read(format, stream, name, selection=selection, default_timestamp=stamp, sample=sample, sessions=sessions)
+    except OSError as e:  # a read that fails midway (a pipe closed, a disk error)
+        raise InputError(f"{name}: cannot be read ({e.strerror or e})") from None
+    finally:
+        if own:
+            stream.close()
+
+
+def shown_name(source: str) -> str:
+    """A file name as errors and reports print it: quoted when it holds a newline or undecodable bytes."""
+    return source if source.isprintable() else repr(source)
+
+
+def _check_budget(max_tokens: int | None) -> None:
+    if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens <= 0):
+        raise ConfigError(f"max tokens must be a positive number of tokens, not {max_tokens}")
 
 
 def _query_text(value: str, what: str) -> str:

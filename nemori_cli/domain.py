@@ -167,6 +167,8 @@ class Answer:
     cited: tuple[int, ...] = ()  # episode ids the answer comes from
     failed: bool = False  # the model gave no usable answer (the text says so)
     abstained: bool = False  # the answer says the memories do not hold it
+    model: str = ""  # the model that answered (its id), filled in by the API
+    problem: str = ""  # when failed: why, in the LLM layer's words (a fallback's detail)
 
 
 # What the LLM layer logs (llm/base.CallLog) and store/telemetry.py writes.

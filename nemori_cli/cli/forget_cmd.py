@@ -34,30 +34,13 @@ def _say(line: str) -> None:
     console().print(line, soft_wrap=True, markup=False)  # one line, however narrow the terminal
 
 
-def _run(db_path: str | None, user: str | None, what: str, *args, vacuum: bool = False):
-    """Open the existing database, run forget_<what> in one transaction, scrub the file."""
-    from nemori_cli import deps
-    from nemori_cli.store import forget as forget_sql
+def _run(db_path: str | None, user: str | None, what: str, *args):
+    """Forget through the Python API (api.Memory.forget: one transaction, then the file scrubbed; VACUUM for a whole user)."""
+    from nemori_cli.api import Memory
 
-    session = deps.session(opt.settings(db_path, user), write=True)
-    settings, store = session.settings, session.db
-
-    def reembed(text: str):
-        return session.embedder.embed_documents([text])[0]  # built once, and only when an evolution has to be undone
-
-    extra = {"reembed": reembed} if what in ("episode", "note") else {}
-    try:
-        with store.transaction():
-            counts = getattr(forget_sql, f"forget_{what}")(store, settings.user, *args, **extra)
-        scrubbed = forget_sql.make_physical(store, vacuum=vacuum)
-    finally:
-        session.close()
-    if not scrubbed:  # the rows are gone from the memory; the old pages are not yet gone from the file
-        raise StoreError(
-            f"forgotten from the memory, but another process reading {settings.db_path} keeps the old text in the file "
-            "until it closes; run `nemori forget --scrub` then"
-        )
-    return settings, counts
+    with Memory.from_settings(opt.settings(db_path, user)) as memory:
+        counts = memory.forget(what, *args)
+    return memory.settings, counts
 
 
 _LETTER = {"episode": "E", "fact": "F", "note": "N"}  # as `inspect` names them: E3, F2, N7
@@ -66,7 +49,7 @@ _LETTER = {"episode": "E", "fact": "F", "note": "N"}  # as `inspect` names them:
 def _forget(db_path: str | None, user: str | None, json_out: bool, what: str, item_id: int | None = None) -> None:
     """Forget one item (`forget episode 3`), or the whole user when no id is given; report as JSON or one line."""
     whole_user = item_id is None
-    settings, counts = _run(db_path, user, what, *(() if whole_user else (item_id,)), vacuum=whole_user)
+    settings, counts = _run(db_path, user, what, *(() if whole_user else (item_id,)))
     if json_out:
         print_json({"user": settings.user, **({} if whole_user else {what: item_id}), "counts": counts})
         return

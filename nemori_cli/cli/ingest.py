@@ -48,7 +48,7 @@ class IndexOn(str, Enum):
 
 # Method flags: given on the first ingest, recorded in the database, inherited
 # by every later run. A later flag that disagrees is refused (never mixed).
-Memory = Annotated[
+MemoryOpt = Annotated[
     Optional[MemoryFlag],
     typer.Option("--memory", help="native (facts, consolidated), summary (one running summary), naive-rag (facts appended), amem (A-MEM notes, one per message) or nemori+amem (Nemori's facts as A-MEM notes).", show_default=False),
 ]
@@ -89,35 +89,26 @@ Neighbours = Annotated[
 ]
 
 
-def _amem_settings(neighbours: int):
-    from nemori_cli.memory.amem import AmemSettings
-
-    return AmemSettings(neighbours=neighbours)
-
-
 def _check_budget(max_tokens: int | None) -> None:
     if max_tokens is not None and max_tokens <= 0:
         raise ConfigError(f"--max-tokens must be a positive number of tokens, not {max_tokens}")
 
 
+def _method(memory, distill, integrate, facts, index) -> dict:
+    """The method flags as memory/profile.resolve takes them (None: not given)."""
+    return {
+        "memory": memory.value if memory else None,
+        "distill": distill.value if distill else None,
+        "integrate": integrate,
+        "facts": facts,
+        "index": index.value if index else None,
+    }
+
+
 def _profile(store, memory, distill, integrate, facts, index):
     from nemori_cli.memory.profile import resolve
 
-    return resolve(
-        store,
-        {
-            "memory": memory.value if memory else None,
-            "distill": distill.value if distill else None,
-            "integrate": integrate,
-            "facts": facts,
-            "index": index.value if index else None,
-        },
-    )
-
-
-def shown_name(source: str) -> str:
-    """The file name as errors and reports print it: quoted when it holds a newline or undecodable bytes."""
-    return source if source.isprintable() else repr(source)
+    return resolve(store, _method(memory, distill, integrate, facts, index))
 
 
 def _read(
@@ -130,9 +121,10 @@ def _read(
     since: str | None = None,
     until: str | None = None,
 ):
-    """The input read whole and checked (an ``importers.collect.Imported``), before anything is written."""
-    from nemori_cli.importers import formats
+    """The input read whole and checked (an ``importers.collect.Imported``), before anything is written; the flags checked first, by their names."""
+    from nemori_cli.api import read_export
     from nemori_cli.importers import native as readers
+    from nemori_cli.importers.selection import choose
 
     default_timestamp = None
     if default_ts:
@@ -140,47 +132,12 @@ def _read(
             default_timestamp = readers.parse_timestamp(default_ts)
         except ValueError:
             raise ConfigError(f"--default-timestamp {default_ts!r} is not ISO 8601 (e.g. 2023-05-08T13:56:00)") from None
-    selection = _selection(conversations, since, until)
-    if source == "-":
-        stream, name = sys.stdin.buffer, "<stdin>"
-    else:
-        path, name = Path(source), shown_name(source)
-        if path.is_dir():
-            raise InputError(f"{name}: is a directory; expected a file of messages")
-        if not path.is_file():
-            raise InputError(f"{name}: no such file")
-        try:
-            stream = path.open("rb")
-        except OSError as e:
-            raise InputError(f"{name}: cannot be read ({e.strerror or e})") from None
-    try:
-        return formats.read(
-            fmt.value, stream, name, selection=selection, default_timestamp=default_timestamp, sample=sample, sessions=sessions
-        )
-    except OSError as e:  # a read that fails midway (a pipe closed, a disk error)
-        raise InputError(f"{name}: cannot be read ({e.strerror or e})") from None
-    finally:
-        if stream is not sys.stdin.buffer:
-            stream.close()
-
-
-def _selection(conversations: list[str] | None, since: str | None, until: str | None):
-    from nemori_cli.domain import to_epoch
-    from nemori_cli.importers.selection import Selection, parse_bound
-
-    bounds = []
-    for flag, value, end in (("--since", since, False), ("--until", until, True)):
-        if value is None:
-            bounds.append(None)
-            continue
-        try:
-            bounds.append(parse_bound(value, end=end))
-        except ValueError:
-            raise ConfigError(f"{flag} {value!r} is not a date or date-time (ISO 8601, e.g. 2023-05-08 or 2023-05-08T13:56)") from None
-    chosen = Selection(tuple(conversations or ()), *bounds)
-    if chosen.since and chosen.until and to_epoch(chosen.since) > to_epoch(chosen.until):
-        raise ConfigError(f"--since {since!r} is after --until {until!r}; expected since <= until")
-    return chosen
+    selection = choose(tuple(conversations or ()), since, until, names=("--since", "--until"))
+    stream = sys.stdin.buffer if source == "-" else None
+    return read_export(
+        "<stdin>" if stream else source, format=fmt.value, stream=stream, selection=selection,
+        default_timestamp=default_timestamp, sample=sample, sessions=sessions,
+    )
 
 
 def _say_left_out(imported, json_out: bool) -> None:
@@ -190,30 +147,16 @@ def _say_left_out(imported, json_out: bool) -> None:
         sys.stderr.write(f"nemori: {line}\n")
 
 
-def _changed_ids(db, user: str, incoming, namespace: str) -> list[str]:
-    """The ids of messages already stored under their id with other content (kept as stored), in input order."""
-    from nemori_cli.store.messages import changed_keys
-
-    return [key.removeprefix(f"id:{namespace}") for key in changed_keys(db, user, incoming, namespace)]
-
-
-@contextmanager
-def _progress(enabled: bool, label: str):
-    """A rich progress bar with ETA on stderr (cli/progress.py), or a no-op callback."""
+def _process(run, memory, *, show_progress: bool):
+    """``run(progress)`` (an ingest or a flush) under a progress bar; Ctrl-C says what is pending and exits 130."""
     from nemori_cli.cli.progress import progress_bar
 
-    with progress_bar(enabled, label) as update:
-        yield update
-
-
-def _process(pipeline, *, flush: bool, show_progress: bool, user: str, max_tokens: int | None = None):
     try:
-        with _progress(show_progress, "episodes") as update:
-            return pipeline.process(flush=flush, progress=update, max_tokens=max_tokens)
+        with progress_bar(show_progress, "episodes") as update:
+            return run(update)
     except KeyboardInterrupt:
-        left = pipeline.mode.backlog(pipeline.db, user).messages
         sys.stderr.write(
-            f"nemori: interrupted; {left} messages are pending and nothing is lost: "
+            f"nemori: interrupted; {memory.pending()} messages are pending and nothing is lost: "
             "run `nemori flush` or the same ingest again to resume\n"
         )
         raise typer.Exit(130) from None
@@ -240,7 +183,7 @@ def ingest(
     default_timestamp: Annotated[Optional[str], typer.Option(help="Time for messages that have none (ISO 8601); OpenAI-style messages get it plus one second each.")] = None,
     flush: Annotated[bool, typer.Option("--flush/--no-flush", help="Make episodes of the tail too (default), or keep it pending for more messages.")] = True,
     window: opt.Window = 20,
-    memory: Memory = None,
+    memory: MemoryOpt = None,
     distill: Distill = None,
     integrate: Integrate = None,
     facts: FactsFlag = None,
@@ -256,7 +199,7 @@ def ingest(
     json_out: opt.Json = False,
 ) -> None:
     """Store messages, then turn them into episodes and facts (resumable; re-ingesting adds nothing)."""
-    from nemori_cli import deps
+    from nemori_cli.api import Memory, shown_name
 
     _check_budget(max_tokens)
     settings = opt.settings(db_path, user, model, embedder)
@@ -276,16 +219,14 @@ def ingest(
         warn_changed(plan["changed"], plan.pop("changed_ids"), would=True)
         dry.render(plan, source, json_out)
         return
-    session = deps.session(settings, create=True)
-    session.llm  # a missing model or dead endpoint fails here, before any write
-    profile = _profile(session.db, memory, distill, integrate, facts, index)
-    pipeline = session.pipeline(profile, window=window, notes=_amem_settings(neighbours))
-    added = pipeline.add_messages(incoming, namespace)
-    changed = _changed_ids(session.db, session.user, incoming, namespace)
-    warn_changed(len(changed), changed)
-    report = _process(pipeline, flush=flush, show_progress=wanted(progress), user=session.user, max_tokens=max_tokens)
-    report.read, report.added, report.changed = len(incoming), added, len(changed)
-    _print_report(report, source, json_out, max_tokens, read_as)
+    method = _method(memory, distill, integrate, facts, index)
+    with Memory.from_settings(settings, window=window, neighbours=neighbours, **method) as target:
+        # The changed messages are named before the episodes are made, as they are found.
+        def run(update):
+            return target.ingest(imported, flush=flush, max_tokens=max_tokens, progress=update, on_stored=lambda ids: warn_changed(len(ids), list(ids)))
+
+        result = _process(run, target, show_progress=wanted(progress))
+    _print_report(result.report, source, json_out, max_tokens, read_as)
 
 
 def flush_cmd(
@@ -300,21 +241,12 @@ def flush_cmd(
     json_out: opt.Json = False,
 ) -> None:
     """Turn every pending message into episodes now (also resumes an interrupted ingest), with the database's recorded method."""
-    from nemori_cli import deps
-    from nemori_cli.memory.profile import resolve
+    from nemori_cli.api import Memory
 
     _check_budget(max_tokens)
-    session = deps.session(opt.settings(db_path, user, model, embedder), write=True)
-    profile = resolve(session.db, {})
-    if profile.mode.backlog(session.db, session.user).messages == 0:
-        from nemori_cli.pipeline.runner import IngestReport
-
-        _print_report(IngestReport(), None, json_out)
-        return
-    session.llm  # the model first, then the embedder, as ingest loads them
-    pipeline = session.pipeline(profile, window=window, notes=_amem_settings(neighbours))
-    report = _process(pipeline, flush=True, show_progress=wanted(progress), user=session.user, max_tokens=max_tokens)
-    _print_report(report, None, json_out, max_tokens)
+    with Memory.from_settings(opt.settings(db_path, user, model, embedder), window=window, neighbours=neighbours) as memory:
+        result = _process(lambda update: memory.flush(max_tokens=max_tokens, progress=update), memory, show_progress=wanted(progress))
+    _print_report(result.report, None, json_out, max_tokens)
 
 
 # A run in which most LLM calls gave no usable answer still built its memory,

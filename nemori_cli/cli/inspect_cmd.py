@@ -24,6 +24,13 @@ def _open(db_path: str | None, user: str | None):
     return session.settings, session.db
 
 
+def _memory(db_path: str | None, user: str | None):
+    """The user's memory through the Python API (api.Memory), as the lists read it."""
+    from nemori_cli.api import Memory
+
+    return Memory.from_settings(opt.settings(db_path, user))
+
+
 def _show(
     kind: str,
     item_id: int,
@@ -62,19 +69,17 @@ def episodes_cmd(
     json_out: opt.Json = False,
 ) -> None:
     """List episodes in time order (with --as-of: those that had ended by then)."""
-    from nemori_cli.store import episodes as episode_sql
-
     moment = opt.as_of(as_of)
-    settings, store = _open(db_path, user)
-    items = episode_sql.list_all(store, settings.user, with_messages=True, limit=limit, include_superseded=all_episodes, as_of=moment)
+    with _memory(db_path, user) as memory:
+        items = memory.episodes(with_messages=True, limit=limit, include_superseded=all_episodes, as_of=moment)
     if json_out:
-        print_json({"user": settings.user, "episodes": [episode_json(e) for e in items]})
+        print_json({"user": memory.user, "episodes": [episode_json(e) for e in items]})
         return
     out = console()
     for e in items:
         status = f" [dim](merged into E{e.superseded_by})[/dim]" if e.superseded_by else ""
         out.print(f"[bold]E{e.id}[/bold] {stamp(e.start)}  {len(e.messages):>3} msgs  [bold]{esc(e.title)}[/bold]{status}")
-    out.print(f"[dim]{len(items)} episodes for user {settings.user}[/dim]")
+    out.print(f"[dim]{len(items)} episodes for user {memory.user}[/dim]")
 
 
 @inspect_app.command("episode")
@@ -122,13 +127,11 @@ def facts_cmd(
     json_out: opt.Json = False,
 ) -> None:
     """List semantic facts with the episodes they came from (with --as-of: those valid then, superseded since or not)."""
-    from nemori_cli.store import facts as fact_sql
-
     moment = opt.as_of(as_of)
-    settings, store = _open(db_path, user)
-    items = fact_sql.list_all(store, settings.user, include_superseded=all_facts, limit=limit, as_of=moment)
+    with _memory(db_path, user) as memory:
+        items = memory.facts(include_superseded=all_facts, limit=limit, as_of=moment)
     if json_out:
-        print_json({"user": settings.user, "as_of": moment.isoformat() if moment else None, "facts": [fact_json(f) for f in items]})
+        print_json({"user": memory.user, "as_of": moment.isoformat() if moment else None, "facts": [fact_json(f) for f in items]})
         return
     out = console()
     for f in items:
@@ -137,7 +140,7 @@ def facts_cmd(
         valid = f" [dim]{validity(f)}[/dim]" if moment else ""
         out.print(f"[bold]F{f.id}[/bold] [dim]{sources:>8}[/dim] {esc(f.text)}{status}{valid}", soft_wrap=True)
     when = f" as of {stamp(moment)}" if moment else ""
-    out.print(f"[dim]{len(items)} facts for user {settings.user}{when}[/dim]")
+    out.print(f"[dim]{len(items)} facts for user {memory.user}{when}[/dim]")
 
 
 @inspect_app.command("fact")
@@ -161,19 +164,17 @@ def notes_cmd(
     json_out: opt.Json = False,
 ) -> None:
     """List A-MEM notes in time order, with their tags and links."""
-    from nemori_cli.store import notes as note_sql
-
-    settings, store = _open(db_path, user)
-    items = note_sql.list_all(store, settings.user, limit=limit)
+    with _memory(db_path, user) as memory:
+        items = memory.notes(limit=limit)
     if json_out:
-        print_json({"user": settings.user, "notes": [note_json(n) for n in items]})
+        print_json({"user": memory.user, "notes": [note_json(n) for n in items]})
         return
     out = console()
     for n in items:
         links = ",".join(f"N{i}" for i in n.links) or "-"
         evolved = " [dim](evolved)[/dim]" if n.updated_at else ""
         out.print(f"[bold]N{n.id}[/bold] {n.timestamp:%Y-%m-%d} [dim]links {links}; {', '.join(n.tags) or '-'}[/dim] {esc(n.content)}{evolved}", soft_wrap=True)
-    out.print(f"[dim]{len(items)} notes for user {settings.user}[/dim]")
+    out.print(f"[dim]{len(items)} notes for user {memory.user}[/dim]")
 
 
 @inspect_app.command("note")

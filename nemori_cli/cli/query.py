@@ -106,21 +106,21 @@ def search_cmd(
     json_out: opt.Json = False,
 ) -> None:
     """Retrieve memories without any LLM: vector and full-text search, fused."""
-    from nemori_cli import deps
-    from nemori_cli.retrieval.search import search
+    from nemori_cli.api import Memory
 
     text = _text_arg(query, "query")
     moment = opt.as_of(as_of)  # a bad date is refused before anything loads
     options = search_options(
         profile, k=k, facts=facts, raw=raw, messages=messages, budget=budget, context=context, mode=mode, notes=notes, linked=linked, turns=turns, as_of=moment
     )
-    session = deps.session(opt.settings(db_path, user, None, embedder))
-    hits, ms = search(session.db, session.user, session.embedder, text, options)
+    with Memory.from_settings(opt.settings(db_path, user, None, embedder)) as memory:
+        found = memory.retrieve(text, options=options)
+    hits, ms = found.hits, found.ms
     if json_out:
         print_json(
             {
                 "query": text,
-                "user": session.user,
+                "user": memory.user,
                 "as_of": moment.isoformat() if moment else None,
                 "hits": [hit_json(h) for h in hits],
                 "tokens": {"prompt": 0, "completion": 0},  # retrieval spends no LLM tokens
@@ -173,9 +173,7 @@ def ask_cmd(
     json_out: opt.Json = False,
 ) -> None:
     """Answer a question from memory, citing the episodes used."""
-    from nemori_cli import deps
-    from nemori_cli.retrieval.answer import ask
-    from nemori_cli.store import telemetry
+    from nemori_cli.api import Memory
 
     text = _text_arg(question, "question")
     moment = opt.as_of(as_of)  # a bad date is refused before any model loads
@@ -184,17 +182,11 @@ def ask_cmd(
     )
     settings = opt.settings(db_path, user, model, embedder)
     settings.answer_model = answer_model or settings.answer_model
-    session = deps.session(settings)
-    session.check_answer_model()  # an unknown preset is refused before anything loads
-    store = session.db
-    session.check_answer_endpoint()  # an endpoint is only probed: a dead one fails before the embedder loads
-    emb, llm = session.embedder, session.answer_llm  # in this order: a wrong embedder is named before a model loads
-    answer, cited = ask(store, session.user, emb, llm, text, options, today=today or None)
-    problem = next((e.detail for e in reversed(llm.log.events) if e.kind == "fallback"), "") if answer.failed else ""
-    with store.transaction():
-        telemetry.write(store, session.user, *llm.log.drain())
+    with Memory.from_settings(settings) as memory:
+        answer = memory.ask(text, options=options, today=today or None)
+        cited_episodes = memory.cited(answer) if not json_out else []  # cited through their raw turns too
     if answer.failed:  # on stderr in both modes: the answer on stdout already says so, this says why
-        sys.stderr.write(f"nemori: warning: {' '.join(problem.split())[:300] or 'the model gave no usable answer'}; the answer failed and is counted in `nemori stats`\n")
+        sys.stderr.write(f"nemori: warning: {answer.problem[:300] or 'the model gave no usable answer'}; the answer failed and is counted in `nemori stats`\n")
     if json_out:
         print_json(
             {
@@ -203,8 +195,8 @@ def ask_cmd(
                 "answer": answer.answer,
                 "abstained": answer.abstained,  # the memories do not hold the answer
                 "failed": answer.failed,  # the model gave no usable answer
-                "cited": cited,
-                "model": llm.model_id,
+                "cited": list(answer.cited),
+                "model": answer.model,
                 "memories": [hit_json(h) for h in answer.hits],
                 "tokens": {"prompt": answer.usage.prompt_tokens, "completion": answer.usage.completion_tokens},
                 "ms": {"search": round(answer.search_ms, 1), "answer": round(answer.answer_ms, 1)},
@@ -213,13 +205,8 @@ def ask_cmd(
         return
     out = console()
     out.print(esc(answer.answer), soft_wrap=True)
-    from nemori_cli.store import episodes as episode_sql
-
-    cited_episodes = episode_sql.by_ids(store, session.user, list(cited))  # cited through their raw turns too
-    for i in cited:
-        if i in cited_episodes:
-            e = cited_episodes[i]
-            out.print(f"[dim]  E{e.id} {e.start:%Y-%m-%d}: {esc(e.title)}[/dim]")
+    for e in cited_episodes:
+        out.print(f"[dim]  E{e.id} {e.start:%Y-%m-%d}: {esc(e.title)}[/dim]")
     if not cited_episodes and not answer.abstained:  # A-MEM memory: no episodes to cite; show the notes it read first
         for h in [h for h in answer.hits if h.kind == "note"][:3]:
             out.print(f"[dim]  N{h.id} {h.start:%Y-%m-%d}: {esc(h.text)}[/dim]", soft_wrap=True)

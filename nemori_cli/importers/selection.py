@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, time
 
 from nemori_cli.domain import to_epoch
+from nemori_cli.errors import ConfigError
 from nemori_cli.importers.common import parse_iso
 
 
@@ -60,3 +61,20 @@ class Selection:
             parts.append(f"until {self.until.isoformat()}")
         return " ".join(parts)
 
+
+
+def choose(conversations: tuple[str, ...], since: str | None, until: str | None, *, names: tuple[str, str] = ("since", "until")) -> Selection:
+    """A Selection from text bounds, checked; errors call the bounds by ``names`` (the CLI passes its flags, "--since", "--until")."""
+    bounds = []
+    for name, value, end in ((names[0], since, False), (names[1], until, True)):
+        if value is None:
+            bounds.append(None)
+            continue
+        try:
+            bounds.append(parse_bound(value, end=end))
+        except ValueError:
+            raise ConfigError(f"{name} {value!r} is not a date or date-time (ISO 8601, e.g. 2023-05-08 or 2023-05-08T13:56)") from None
+    chosen = Selection(tuple(conversations), *bounds)
+    if chosen.since and chosen.until and to_epoch(chosen.since) > to_epoch(chosen.until):
+        raise ConfigError(f"{names[0]} {since!r} is after {names[1]} {until!r}; expected since <= until")
+    return chosen

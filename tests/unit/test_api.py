@@ -202,3 +202,123 @@ def test_as_of_reads_memory_as_it_stood(world):
         assert "Today is 9 May 2023" in asked[-1].history[-1][0][-1]["content"]
         with pytest.raises(ConfigError, match="--as-of"):
             memory.search("kayak", as_of="last week")
+
+
+# -- what the CLI stands on: exports, flush and pending, timings, citations --
+
+EXPORTS = __import__("pathlib").Path(__file__).parents[1] / "fixtures" / "exports"
+
+
+def test_an_export_read_by_read_export_is_ingested_under_its_format_and_again_adds_nothing(world):
+    from nemori_cli import Memory
+    from nemori_cli.api import read_export
+
+    tmp_path, _ = world
+    imported = read_export(EXPORTS / "chatgpt_conversations.json")
+    assert imported.format == "chatgpt" and imported.namespace.startswith("chatgpt")
+    assert imported.messages and imported.left_out  # the fixture holds system and hidden messages
+    seen: list[tuple[str, ...]] = []
+    with Memory(tmp_path / "m.db") as memory:
+        first = memory.ingest(imported, on_stored=seen.append)
+        assert first.added == len(imported.messages) and first.pending == 0 and first.episodes >= 1
+        assert seen == [()]  # called once, before the episodes, with no changed ids
+        again = memory.ingest(read_export(EXPORTS / "chatgpt_conversations.json"))
+        assert (again.added, again.episodes) == (0, 0)
+    # the CLI reading the same file adds nothing either: one id namespace for both
+    result = nemori("ingest", EXPORTS / "chatgpt_conversations.json", "--db", tmp_path / "m.db", "--json")
+    assert result.exit_code == 0 and '"added": 0' in result.output
+
+
+def test_read_export_selects_and_refuses_as_the_cli_does(world):
+    from nemori_cli.api import read_export
+
+    tmp_path, _ = world
+    everything = read_export(EXPORTS / "chatgpt_conversations.json")
+    one = everything.messages[0].session
+    chosen = read_export(EXPORTS / "chatgpt_conversations.json", conversations=[one])
+    assert chosen.messages and {m.session for m in chosen.messages} == {one}
+    with pytest.raises(ConfigError, match="since '2024-02-01' is after until"):
+        read_export(EXPORTS / "chatgpt_conversations.json", since="2024-02-01", until="2024-01-01")
+    with pytest.raises(ConfigError, match="not one of"):
+        read_export(EXPORTS / "chatgpt_conversations.json", format="myspace")
+    with pytest.raises(InputError, match="no such file"):
+        read_export(tmp_path / "missing.json")
+    with pytest.raises(InputError, match="is a directory"):
+        read_export(tmp_path)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"speaker": "Ann"}\n')
+    with pytest.raises(InputError, match="bad.jsonl:1"):
+        read_export(bad)
+
+
+def test_ingest_without_flush_leaves_pending_and_flush_finishes_it(world):
+    from nemori_cli import Memory
+
+    tmp_path, _ = world
+    with Memory(tmp_path / "m.db") as memory:
+        kept = memory.ingest(conversation(), flush=False)
+        assert kept.pending > 0 and memory.pending() == kept.pending
+        done: list[tuple[int, int]] = []
+        flushed = memory.flush(progress=lambda d, t: done.append((d, t)))
+        assert flushed.pending == 0 and memory.pending() == 0 and flushed.episodes >= 1
+        assert done and done[-1][0] == done[-1][1]
+        nothing = memory.flush()
+        assert (nothing.episodes, nothing.pending) == (0, 0)
+    with pytest.raises(StoreError):
+        Memory(tmp_path / "none.db").flush()  # flushing never creates a database
+    assert not (tmp_path / "none.db").exists()
+    with pytest.raises(ConfigError, match="positive"):
+        Memory(tmp_path / "m.db").flush(max_tokens=0)
+
+
+def test_retrieve_says_how_long_and_as_of_when(world):
+    from nemori_cli import Memory
+
+    tmp_path, _ = world
+    with Memory(tmp_path / "m.db") as memory:
+        memory.ingest(conversation())
+        found = memory.retrieve("kayak", as_of="2023-05-09", k=5, budget=0)
+        assert found.query == "kayak" and found.ms > 0 and found.hits
+        assert found.as_of == datetime(2023, 5, 9, 23, 59, 59, 999999) or found.as_of.date().isoformat() == "2023-05-09"
+        assert [h.id for h in found.hits] == [h.id for h in memory.search("kayak", as_of="2023-05-09", k=5, budget=0)]
+
+
+def test_an_answer_names_its_model_and_its_cited_episodes(world):
+    from nemori_cli import Memory
+
+    tmp_path, _ = world
+    with Memory(tmp_path / "m.db") as memory:
+        memory.ingest(conversation())
+        reply = memory.ask("What did Ann and Bob talk about first?", today="2023-06-01")
+        assert reply.model and reply.problem == ""
+        cited = memory.cited(reply)
+        assert [e.id for e in cited] == [i for i in reply.cited if i in {e.id for e in memory.episodes()}]
+
+
+def test_a_failed_answer_says_why(world, monkeypatch):
+    from nemori_cli import Memory, deps
+    from nemori_cli.llm.base import StructuredLLM
+    from nemori_cli.llm.fake import FakeBackend
+
+    tmp_path, _ = world
+    with Memory(tmp_path / "m.db") as memory:
+        memory.ingest(conversation())
+    # an answer model that never writes JSON: every attempt fails, the answer falls back
+    monkeypatch.setattr(deps, "build_answer_llm", lambda settings, memory_llm=None: StructuredLLM(FakeBackend(default="not json at all")))
+    with Memory(tmp_path / "m.db") as memory:
+        reply = memory.ask("What did Ann and Bob talk about first?")
+        assert reply.failed and reply.problem and "\n" not in reply.problem
+
+
+def test_method_flags_are_recorded_from_the_constructor(world):
+    from nemori_cli import Memory
+    from nemori_cli.memory.profile import stored
+
+    tmp_path, _ = world
+    with Memory(tmp_path / "m.db", facts=False, integrate=False) as memory:
+        memory.ingest(conversation(per_topic=2))
+        profile = stored(memory._session("read").db)
+        assert profile.facts is False and profile.integrate is False
+        assert memory.facts() == []
+    with pytest.raises(ConfigError, match="neighbours"):
+        Memory(tmp_path / "m.db", neighbours=0)

@@ -86,6 +86,8 @@ class Memory:
     presets from `nemori models` (or a .gguf path for ``model``); None takes
     the environment's or the defaults, as the CLI does. ``memory`` chooses the
     method on a new database (a later choice that disagrees is refused).
+    ``parallel`` generations go at once (a window's narrations decoded
+    together, or requests in flight to an endpoint; NEMORI_PARALLEL, else 1).
     """
 
     def __init__(
@@ -103,8 +105,15 @@ class Memory:
         facts: bool | None = None,
         index: Literal["narrative", "messages"] | None = None,
         neighbours: int = 5,
+        parallel: int | None = None,
     ) -> None:
         settings = Settings.from_env(db=str(path), user=user, model=model, embedder=embedder, answer_model=answer_model)
+        if parallel is not None:
+            from nemori_cli.config import MAX_PARALLEL
+
+            if isinstance(parallel, bool) or not isinstance(parallel, int) or not 1 <= parallel <= MAX_PARALLEL:
+                raise ConfigError(f"parallel must be a whole number from 1 to {MAX_PARALLEL}, not {parallel!r}")
+            settings.parallel = parallel
         self._setup(settings, window, {"memory": memory, "distill": distill, "integrate": integrate, "facts": facts, "index": index}, neighbours)
 
     @classmethod

@@ -196,15 +196,24 @@ def _check_user(name: str) -> None:
 
 def _threads(value: str | None) -> int | None:
     """NEMORI_THREADS: a positive whole number; unset or empty means the default."""
+    return _whole("NEMORI_THREADS", value, "threads, e.g. 4")
+
+
+def _whole(name: str, value: str | None, what: str, most: int | None = None) -> int | None:
+    """A positive whole number from the environment (at most ``most``); unset or empty means the default."""
     if value is None or not value.strip():
         return None
     try:
-        threads = int(value)
+        number = int(value)
     except ValueError:
-        threads = 0
-    if threads < 1:
-        raise ConfigError(f"NEMORI_THREADS={value!r}: expected a positive whole number of threads, e.g. 4")
-    return threads
+        number = 0
+    if number < 1 or (most is not None and number > most):
+        limit = f" from 1 to {most}" if most is not None else ""
+        raise ConfigError(f"{name}={value!r}: expected a positive whole number{limit} of {what}")
+    return number
+
+
+MAX_PARALLEL = 16
 
 
 @dataclass
@@ -219,6 +228,9 @@ class Settings:
     answer_model: str | None = None  # --answer-model / NEMORI_ANSWER_MODEL; None: models.toml's default_answer_llm, else model
     cache_dir: Path = field(default_factory=lambda: _user_dir("cache"))
     prefix_cache: bool = True  # llama.cpp prompt-state snapshots; NEMORI_PREFIX_CACHE=0 turns them off (for measuring them)
+    # Independent generations (a window's narrations) decoded together in-process (llm/batched.py),
+    # or sent at once to an endpoint; env NEMORI_PARALLEL or `ingest --parallel`.
+    parallel: int = 1
 
     @classmethod
     def from_env(
@@ -248,6 +260,7 @@ class Settings:
             threads=threads,
             cache_dir=Path(cache).expanduser() if cache else _user_dir("cache"),
             prefix_cache=env.get("NEMORI_PREFIX_CACHE", "1") != "0",
+            parallel=_whole("NEMORI_PARALLEL", env.get("NEMORI_PARALLEL"), "generations at once, e.g. 4", MAX_PARALLEL) or 1,
         )
 
 

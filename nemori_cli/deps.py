@@ -40,7 +40,9 @@ def llm_preset(settings: Settings) -> LLMPreset:
 
 def build_backend(preset: LLMPreset, settings: Settings) -> ChatBackend:
     if preset.name in _backends:
-        return _backends[preset.name]
+        backend = _backends[preset.name]
+        backend.parallel = settings.parallel  # the one setting a command may change on a loaded model
+        return backend
     if preset.kind == "openai":
         from nemori_cli.llm.openai_compat import OpenAICompatBackend
 
@@ -52,13 +54,16 @@ def build_backend(preset: LLMPreset, settings: Settings) -> ChatBackend:
             api_key=key,
             timeout=preset.timeout,
             connect_timeout=preset.connect_timeout,
+            parallel=settings.parallel,
         )
         backend.check_reachable()
     else:
         from nemori_cli.llm.llamacpp import LlamaCppBackend
 
         path = gguf_path(preset, settings.cache_dir)
-        backend = LlamaCppBackend(path, name=preset.name, n_ctx=preset.n_ctx, n_threads=settings.threads, prefix_cache=settings.prefix_cache)
+        backend = LlamaCppBackend(
+            path, name=preset.name, n_ctx=preset.n_ctx, n_threads=settings.threads, prefix_cache=settings.prefix_cache, parallel=settings.parallel
+        )
     _backends[preset.name] = backend
     return backend
 

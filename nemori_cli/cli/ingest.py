@@ -191,6 +191,7 @@ def ingest(
     max_tokens: MaxTokens = None,
     neighbours: Neighbours = 5,
     dry_run: DryRun = False,
+    parallel: opt.Parallel = None,
     progress: opt.ShowProgress = None,
     db_path: opt.Db = None,
     user: opt.User = None,
@@ -203,6 +204,7 @@ def ingest(
 
     _check_budget(max_tokens)
     settings = opt.settings(db_path, user, model, embedder)
+    settings.parallel = parallel or settings.parallel
     imported = _read(source, fmt, sample, default_timestamp, sessions, conversation, since, until)
     incoming, namespace = imported.messages, imported.namespace
     source = shown_name(source)  # as reports print it
@@ -232,6 +234,7 @@ def ingest(
 def flush_cmd(
     max_tokens: MaxTokens = None,
     neighbours: Neighbours = 5,
+    parallel: opt.Parallel = None,
     progress: opt.ShowProgress = None,
     window: opt.Window = 20,
     db_path: opt.Db = None,
@@ -244,7 +247,9 @@ def flush_cmd(
     from nemori_cli.api import Memory
 
     _check_budget(max_tokens)
-    with Memory.from_settings(opt.settings(db_path, user, model, embedder), window=window, neighbours=neighbours) as memory:
+    settings = opt.settings(db_path, user, model, embedder)
+    settings.parallel = parallel or settings.parallel
+    with Memory.from_settings(settings, window=window, neighbours=neighbours) as memory:
         result = _process(lambda update: memory.flush(max_tokens=max_tokens, progress=update), memory, show_progress=wanted(progress))
     _print_report(result.report, None, json_out, max_tokens)
 

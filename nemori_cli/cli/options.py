@@ -25,6 +25,17 @@ AsOf = Annotated[
         show_default=False,
     ),
 ]
+Parallel = Annotated[
+    Optional[int],
+    typer.Option(
+        "--parallel",
+        min=1,
+        max=16,
+        help="Generations at once (env NEMORI_PARALLEL; default 1): a window's narrations decoded together by llama.cpp, "
+        "or requests in flight to an endpoint with parallel slots.",
+        show_default=False,
+    ),
+]
 Window = Annotated[int, typer.Option(min=2, max=200, help="Messages per window (the paper's w).")]
 
 

@@ -51,6 +51,25 @@ class ChatBackend(Protocol):
     def chat(self, messages: ChatMessages, *, schema: dict, max_tokens: int, temperature: float) -> RawCompletion: ...
 
 
+@dataclass(frozen=True)
+class ChatRequest:
+    """One call's arguments, for a backend that can take several at once (``chat_many``)."""
+
+    messages: ChatMessages
+    schema: dict
+    max_tokens: int
+    temperature: float
+
+
+class ManyBackend(ChatBackend, Protocol):
+    """A backend that decodes or sends several requests at once: in order, one RawCompletion or LLMOutputError each.
+
+    A ModelError (the model or endpoint is unusable) is raised, not returned: it stops the command.
+    """
+
+    def chat_many(self, requests: list[ChatRequest]) -> list[RawCompletion | LLMOutputError]: ...
+
+
 @dataclass
 class CallLog:
     """The sink an LLM logs to: calls and pipeline events, held until whoever owns the unit of work drains them.
@@ -106,10 +125,62 @@ class StructuredLLM:
         temperature: float = 0.0,
     ) -> Completion[T]:
         """One validated answer; ``max_tokens`` defaults to the stage's own cap (stages.py)."""
-        max_tokens = stage.max_tokens if max_tokens is None else max_tokens
+        return self._attempts(messages, schema, stage, stage.max_tokens if max_tokens is None else max_tokens, temperature)
+
+    def complete_many(
+        self,
+        prompts: list[ChatMessages],
+        *,
+        schema: type[T],
+        stage: Stage,
+        max_tokens: int | None = None,
+        temperature: float = 0.0,
+    ) -> list[Completion[T] | LLMOutputError]:
+        """A validated answer for each prompt, or the LLMOutputError its stage falls back on, in order.
+
+        The first attempts go to the backend together when it can take several
+        (``chat_many``: a batched decoder, or requests in flight at once); each
+        retry is made on its own, as `complete` makes it. Every prompt is a
+        call of its own in the log. A ModelError stops them all.
+        """
+        cap = stage.max_tokens if max_tokens is None else max_tokens
+        many = getattr(self.backend, "chat_many", None)
+        firsts: list[RawCompletion | LLMOutputError | None] = [None] * len(prompts)
+        share = 0.0
+        if many is not None and len(prompts) > 1:
+            json_schema = decoder_safe(schema.model_json_schema())
+            began = time.perf_counter()
+            try:
+                firsts = many([ChatRequest(m, json_schema, cap, temperature) for m in prompts])
+            except ModelError:
+                self._record(stage, 0, 0, (time.perf_counter() - began) * 1000, 1, "failed")
+                raise
+            # The batch's time is shared out evenly: what each call cost on its own is not observable.
+            share = (time.perf_counter() - began) / len(prompts)
+        out: list[Completion[T] | LLMOutputError] = []
+        for i, messages in enumerate(prompts):
+            started = time.perf_counter() - share if firsts[i] is not None else None
+            try:
+                out.append(self._attempts(messages, schema, stage, cap, temperature, first=firsts[i], started=started))
+            except LLMOutputError as e:
+                out.append(e)
+        return out
+
+    def _attempts(
+        self,
+        messages: ChatMessages,
+        schema: type[T],
+        stage: Stage,
+        max_tokens: int,
+        temperature: float,
+        *,
+        first: RawCompletion | LLMOutputError | None = None,
+        started: float | None = None,
+    ) -> Completion[T]:
+        """Ask, validate, retry; ``first``: the first attempt's outcome when it was already asked (in a batch)."""
         json_schema = decoder_safe(schema.model_json_schema())
         prompt_tokens = completion_tokens = 0
-        started = time.perf_counter()
+        started = time.perf_counter() if started is None else started
         problem = last_text = ""
         attempts = 0
         overflow = False
@@ -118,12 +189,17 @@ class StructuredLLM:
             # A retry at temperature 0 would repeat the same answer; a little
             # randomness gives a degenerate answer a chance to come out right.
             try:
-                raw = self.backend.chat(
-                    messages,
-                    schema=json_schema,
-                    max_tokens=max_tokens,
-                    temperature=temperature if attempt == 0 else max(temperature, 0.6),
-                )
+                if attempt == 0 and first is not None:
+                    if isinstance(first, LLMOutputError):
+                        raise first
+                    raw = first
+                else:
+                    raw = self.backend.chat(
+                        messages,
+                        schema=json_schema,
+                        max_tokens=max_tokens,
+                        temperature=temperature if attempt == 0 else max(temperature, 0.6),
+                    )
             except LLMOutputError as e:  # the backend could not read this answer
                 problem, last_text = e.message, e.raw
                 if isinstance(e, ContextOverflow):

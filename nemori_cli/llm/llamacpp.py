@@ -18,8 +18,8 @@ from contextlib import contextmanager
 import os
 from pathlib import Path
 
-from nemori_cli.errors import ModelError
-from nemori_cli.llm.base import ChatMessages, RawCompletion
+from nemori_cli.errors import LLMOutputError, ModelError
+from nemori_cli.llm.base import ChatMessages, ChatRequest, RawCompletion
 from nemori_cli.llm.prefix_states import PrefixStates, prompt_key
 
 
@@ -33,19 +33,33 @@ def default_threads() -> int:
 
 
 class LlamaCppBackend:
-    def __init__(self, path: Path, *, name: str, n_ctx: int = 4096, n_threads: int | None = None, seed: int = 42, prefix_cache: bool = True):
+    def __init__(
+        self,
+        path: Path,
+        *,
+        name: str,
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+        seed: int = 42,
+        prefix_cache: bool = True,
+        parallel: int = 1,
+    ):
         try:
             from llama_cpp import Llama
         except ImportError as e:  # pragma: no cover - install problem
             raise ModelError(f"llama-cpp-python is not installed ({e}); run `make install`") from None
         self.model_id = name
         self.n_ctx = n_ctx
+        self.parallel = max(1, parallel)  # sequences chat_many decodes together (llm/batched.py)
+        self._threads = n_threads or default_threads()
+        self._batched = None  # the BatchedDecoder, made on the first chat_many that needs it
+        self._formatter = None
         self._grammars: dict[str, str] = {}
         try:
             self.llama = Llama(
                 model_path=str(path),
                 n_ctx=n_ctx,
-                n_threads=n_threads or default_threads(),
+                n_threads=self._threads,
                 n_batch=512,
                 seed=seed,
                 verbose=False,
@@ -107,6 +121,79 @@ class LlamaCppBackend:
         usage = out.get("usage") or {}
         text = out["choices"][0]["message"].get("content") or ""
         return RawCompletion(text, int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0)))
+
+
+    # -- several at once (llm/batched.py) -----------------------------------
+
+    def chat_many(self, requests: list[ChatRequest]) -> list[RawCompletion | LLMOutputError]:
+        """Each request's completion, those at temperature 0 decoded together, ``parallel`` at a time.
+
+        A request the batch cannot take (a temperature above 0, a model whose
+        chat template llama-cpp-python does not take from the file) goes
+        through `chat` on its own; so does everything when ``parallel`` is 1.
+        A prompt too long for the context fails as it would on its own.
+        """
+        results: list[RawCompletion | LLMOutputError | None] = [None] * len(requests)
+        together = [i for i, r in enumerate(requests) if r.temperature == 0 and self._can_batch()] if self.parallel > 1 and len(requests) > 1 else []
+        for i, r in enumerate(requests):
+            if i not in together:
+                results[i] = self._one(r)
+        for start in range(0, len(together), self.parallel):
+            chunk = together[start : start + self.parallel]
+            if len(chunk) == 1:
+                results[chunk[0]] = self._one(requests[chunk[0]])
+                continue
+            for i, done in zip(chunk, self._decode_together([requests[i] for i in chunk])):
+                results[i] = done
+        return results  # type: ignore[return-value]
+
+    def _one(self, r: ChatRequest) -> RawCompletion | LLMOutputError:
+        try:
+            return self.chat(r.messages, schema=r.schema, max_tokens=r.max_tokens, temperature=r.temperature)
+        except LLMOutputError as e:
+            return e
+
+    def _can_batch(self) -> bool:
+        return self.llama.chat_format == "chat_template.default"
+
+    def _prompt(self, messages: ChatMessages) -> list[int]:
+        """The prompt's tokens exactly as create_chat_completion makes them (the file's own chat template)."""
+        if self._formatter is None:
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+            model = self.llama._model
+            eos, bos = self.llama.token_eos(), self.llama.token_bos()
+            self._formatter = Jinja2ChatFormatter(
+                template=self.llama.metadata["tokenizer.chat_template"],
+                eos_token=model.token_get_text(eos) if eos != -1 else "",
+                bos_token=model.token_get_text(bos) if bos != -1 else "",
+                stop_token_ids=[eos],
+            )
+        result = self._formatter(messages=messages)
+        return self.llama.tokenize(result.prompt.encode("utf-8"), add_bos=not result.added_special, special=True)
+
+    def _decode_together(self, requests: list[ChatRequest]) -> list[RawCompletion | LLMOutputError]:
+        from nemori_cli.llm.batched import BatchedDecoder, Request
+
+        if self._batched is None:
+            self._batched = BatchedDecoder(self.llama, sequences=self.parallel, n_ctx_per_sequence=self.n_ctx, n_threads=self._threads)
+        out: list[RawCompletion | LLMOutputError | None] = [None] * len(requests)
+        batch: list[tuple[int, Request]] = []
+        for i, r in enumerate(requests):
+            prompt = self._prompt(r.messages)
+            if len(prompt) + r.max_tokens > self.n_ctx:
+                out[i] = self._one(r)  # fails as a call on its own would, in the same words
+            else:
+                batch.append((i, Request(prompt, self._grammar(r.schema), r.max_tokens)))
+        try:
+            with _interrupt_after_the_call():
+                generated = self._batched.generate([req for _i, req in batch])
+        except ValueError as e:
+            raise ModelError(f"model {self.model_id}: {e}") from None
+        for (i, _req), g in zip(batch, generated):
+            text = self.llama.detokenize(g.tokens).decode("utf-8", errors="ignore")
+            out[i] = RawCompletion(text, g.prompt_tokens, len(g.tokens))
+        return out  # type: ignore[return-value]
 
 
 @contextmanager

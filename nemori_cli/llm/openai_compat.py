@@ -37,7 +37,7 @@ import urllib.request
 from tenacity import RetryCallState, Retrying, retry_if_exception
 
 from nemori_cli.errors import LLMOutputError, ModelError
-from nemori_cli.llm.base import ChatMessages, ContextOverflow, RawCompletion
+from nemori_cli.llm.base import ChatMessages, ChatRequest, ContextOverflow, RawCompletion
 
 _FORMATS = ("json_schema", "json_object+schema", "json_object")
 _working_format: dict[str, str] = {}  # base_url -> the format that endpoint accepted
@@ -176,8 +176,10 @@ class OpenAICompatBackend:
         connect_timeout: float = 5.0,
         retries: int = 2,
         backoff: float = 0.5,
+        parallel: int = 1,
     ):
         self.model_id = f"{name} ({model})"
+        self.parallel = max(1, parallel)  # requests chat_many keeps in flight at once
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.api_key = api_key
@@ -339,6 +341,26 @@ class OpenAICompatBackend:
             _working_format[self.base_url] = kind
             return completion
         raise ModelError(f"endpoint {self.base_url}: no structured-output format accepted ({len(rejected)} tried; last {rejected[-1]})")
+
+    def chat_many(self, requests: list[ChatRequest]) -> list[RawCompletion | LLMOutputError]:
+        """Each request's completion, ``parallel`` requests in flight at once (a server with parallel slots batches them).
+
+        One request's unusable answer is its LLMOutputError; an endpoint that
+        is unusable (a ModelError) stops them all, once those in flight are back.
+        """
+        if self.parallel == 1 or len(requests) < 2:
+            return [self._one(r) for r in requests]
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=min(self.parallel, len(requests)), thread_name_prefix="nemori-llm") as pool:
+            futures = [pool.submit(self._one, r) for r in requests]
+        return [f.result() for f in futures]  # the first ModelError is raised here
+
+    def _one(self, r: ChatRequest) -> RawCompletion | LLMOutputError:
+        try:
+            return self.chat(r.messages, schema=r.schema, max_tokens=r.max_tokens, temperature=r.temperature)
+        except LLMOutputError as e:
+            return e
 
     def _completion(self, payload: bytes) -> RawCompletion:
         """A 2xx body read as a chat completion; anything else is an LLMOutputError naming what came instead."""

@@ -17,7 +17,7 @@ from datetime import datetime
 from nemori_cli import stages
 from nemori_cli.domain import Message
 from nemori_cli.errors import LLMOutputError
-from nemori_cli.llm.base import StructuredLLM
+from nemori_cli.llm.base import Completion, StructuredLLM
 from nemori_cli.pipeline.partition import Group
 from nemori_cli.dates import annotate_relative_times, format_date
 from nemori_cli.prompts import narrative as prompt
@@ -30,14 +30,28 @@ _YEAR = re.compile(r"\b(19|20)\d\d\b")
 
 
 def narrate(group: Group, llm: StructuredLLM) -> EpisodeDraft:
-    messages = list(group.messages)
     try:
-        answer = llm.complete(prompt.render(messages), schema=prompt.Narrative, stage=STAGE).value
-        title, narrative = answer.title.strip(), answer.narrative.strip()
-        title, narrative = repair_narrative(title, narrative, messages[0].timestamp, clip(messages[0].content, 60), llm)
+        answer: Completion | LLMOutputError = llm.complete(prompt.render(list(group.messages)), schema=prompt.Narrative, stage=STAGE)
     except LLMOutputError as e:
-        llm.log.fallback(STAGE, f"{e.message}; narrative built from the messages")
+        answer = e
+    return _draft(group, answer, llm)
+
+
+def narrate_many(groups: list[Group], llm: StructuredLLM) -> list[EpisodeDraft]:
+    """Every group's draft, the model's first attempts asked together (a batched decoder, or requests in flight at once)."""
+    answers = llm.complete_many([prompt.render(list(g.messages)) for g in groups], schema=prompt.Narrative, stage=STAGE)
+    return [_draft(g, a, llm) for g, a in zip(groups, answers)]
+
+
+def _draft(group: Group, answer: Completion | LLMOutputError, llm: StructuredLLM) -> EpisodeDraft:
+    """The episode draft from the model's answer, repaired, or from the messages when there is none (a counted fallback)."""
+    messages = list(group.messages)
+    if isinstance(answer, LLMOutputError):
+        llm.log.fallback(STAGE, f"{answer.message}; narrative built from the messages")
         title, narrative = fallback_narrative(messages)
+    else:
+        title, narrative = answer.value.title.strip(), answer.value.narrative.strip()
+        title, narrative = repair_narrative(title, narrative, messages[0].timestamp, clip(messages[0].content, 60), llm)
     return EpisodeDraft(
         title=title,
         narrative=narrative,

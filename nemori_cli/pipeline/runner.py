@@ -38,7 +38,7 @@ from nemori_cli.memory.profile import DEFAULT, Profile, record
 from nemori_cli.memory.semantic import SemanticSettings
 from nemori_cli.pipeline import integrate
 from nemori_cli.pipeline.integrate import IntegrationSettings
-from nemori_cli.pipeline.narrate import narrate
+from nemori_cli.pipeline.narrate import narrate, narrate_many
 from nemori_cli.pipeline.partition import Group, PartitionSettings, partition
 from nemori_cli.store import episodes as episode_sql
 from nemori_cli.store import message_index
@@ -198,10 +198,14 @@ class Pipeline:
             groups = partition(window, self.llm, self.embedder, self.partition_settings)
             if len(groups) > 1 and (more_after or not flush):
                 groups = groups[:-1]  # carried into the next window
-            for group in groups:
+            # With a backend that takes several generations at once, the window's narrations
+            # are written together first (they are independent); the rest stays one episode,
+            # one transaction. A budget that stops mid-window wastes the drafts not stored.
+            drafts = narrate_many(groups, self.llm) if len(groups) > 1 and getattr(self.llm.backend, "parallel", 1) > 1 else None
+            for i, group in enumerate(groups):
                 if over_budget():  # the rest of this window is partitioned again next run
                     break
-                self._episode(group, report)
+                self._episode(group, report, drafts[i] if drafts else None)
                 done += len(group.messages)
                 if progress:
                     progress(done, total)
@@ -250,8 +254,8 @@ class Pipeline:
             self.db.checkpoint()
 
     # -- one episode, one transaction ------------------------------------
-    def _episode(self, group: Group, report: IngestReport) -> None:
-        draft = narrate(group, self.llm)  # the slowest call, made before any lock is taken
+    def _episode(self, group: Group, report: IngestReport, draft: EpisodeDraft | None = None) -> None:
+        draft = draft or narrate(group, self.llm)  # the slowest call, made before any lock is taken
         with self.db.transaction():
             if not message_sql.still_pending(self.db, self.user, [m.id for m in group.messages]):
                 return  # another process took these messages meanwhile; nothing to add

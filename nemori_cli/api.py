@@ -229,10 +229,20 @@ class Memory:
         session.llm  # the model first, then the embedder, as ingest loads them
         return IngestResult.of(self._pipeline(session).process(flush=True, progress=progress, max_tokens=max_tokens))
 
+    def load_model(self, *, create: bool = True) -> None:
+        """Load the model that builds memory now (a missing model or a dead endpoint fails here, before any write).
+
+        ``create`` allows `ingest` to make the database file afterwards; a
+        `flush` passes False. `ingest` and `flush` load it themselves when needed.
+        """
+        self._session("create" if create else "write").llm
+
     def pending(self) -> int:
         """Messages stored but not yet made into memory (an interrupted or budget-stopped ingest leaves some)."""
         from nemori_cli.memory.profile import resolve
 
+        if self._open is not None and "db" not in vars(self._open[1]) and not self.path.exists():
+            return 0  # a session that may create the file has not yet: nothing is stored, and asking must not create it
         db = self._session("read").db
         return resolve(db, {}).mode.backlog(db, self.user).messages
 
@@ -325,6 +335,7 @@ class Memory:
         search_options = self._options(profile, options, overrides, as_of)
         session = self._session("read")
         session.check_answer_model()  # an unknown preset is refused before anything loads
+        session.db  # then a missing database, before any endpoint is probed
         session.check_answer_endpoint()  # only probed: a dead endpoint fails before the embedder loads
         embedder, llm = session.embedder, session.answer_llm  # in this order: a wrong embedder is named before a model loads
         answer, _cited = ask(session.db, self.user, embedder, llm, text, search_options, today=_day(today))

@@ -54,6 +54,7 @@ def main() -> int:
     parser.add_argument("--prompts", type=int, default=8)
     parser.add_argument("--group", type=int, default=6, help="messages per narrated group")
     parser.add_argument("--widths", default="1,2,4,8")
+    parser.add_argument("--unified", action="store_true", help="one KV pool for all sequences instead of a stream each")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     widths = [int(w) for w in args.widths.split(",")]
@@ -74,6 +75,7 @@ def main() -> int:
         "model": args.model,
         "machine": f"{platform.machine()}, {len(__import__('os').sched_getaffinity(0))} cores",
         "prompts": len(chats),
+        "kv": "unified" if args.unified else "a stream per sequence",
         "prompt_tokens": sum(r.prompt_tokens for r in baseline),
         "baseline_valid_json": sum(_parses(r.text) for r in baseline),
         "baseline": {"seconds": round(one_at_a_time, 2), "written": written, "tokens_per_s_end_to_end": round(written / one_at_a_time, 2)},
@@ -86,7 +88,7 @@ def main() -> int:
     grammar = backend._grammar(schema)
     tokenized = [backend._prompt(c) for c in chats]
     for width in widths:
-        decoder = BatchedDecoder(backend.llama, sequences=width, n_ctx_per_sequence=backend.n_ctx, n_threads=backend._threads)
+        decoder = BatchedDecoder(backend.llama, sequences=width, n_ctx_per_sequence=backend.n_ctx, n_threads=backend._threads, unified=args.unified)
         texts: list[str] = []
         prefill = decode = 0.0
         read = steps = 0

@@ -223,6 +223,7 @@ def ingest(
         return
     method = _method(memory, distill, integrate, facts, index)
     with Memory.from_settings(settings, window=window, neighbours=neighbours, **method) as target:
+        target.load_model()  # before the progress bar: a model that cannot load fails on a clean screen
         # The changed messages are named before the episodes are made, as they are found.
         def run(update):
             return target.ingest(imported, flush=flush, max_tokens=max_tokens, progress=update, on_stored=lambda ids: warn_changed(len(ids), list(ids)))
@@ -250,6 +251,8 @@ def flush_cmd(
     settings = opt.settings(db_path, user, model, embedder)
     settings.parallel = parallel or settings.parallel
     with Memory.from_settings(settings, window=window, neighbours=neighbours) as memory:
+        if memory.pending():
+            memory.load_model(create=False)  # before the progress bar, as ingest does
         result = _process(lambda update: memory.flush(max_tokens=max_tokens, progress=update), memory, show_progress=wanted(progress))
     _print_report(result.report, None, json_out, max_tokens)
 

@@ -33,7 +33,7 @@ from nemori_cli.errors import ModelError
 from nemori_cli.llm.fast_grammar import ShortlistGrammar
 
 PREFILL_CHUNK = 512  # tokens per llama_decode while reading prompts (the context's n_batch)
-PENALTY_WINDOW = 64  # llama-cpp-python's last_n_tokens_size: the repeat penalty looks this far back
+PENALTY_WINDOW = 64  # llama-cpp-python's default last_n_tokens_size: how far the repeat penalty looks back
 
 
 @dataclass(frozen=True)
@@ -63,18 +63,22 @@ class Generated:
 class BatchedDecoder:
     """Up to ``sequences`` generations at once over a loaded ``llama_cpp.Llama``."""
 
-    def __init__(self, llama, *, sequences: int, n_ctx_per_sequence: int, n_threads: int, repeat_penalty: float = 1.1):
+    def __init__(self, llama, *, sequences: int, n_ctx_per_sequence: int, n_threads: int, repeat_penalty: float = 1.1, unified: bool = False):
         import llama_cpp
 
         self._lib, self._llama = llama_cpp, llama
         self.sequences, self.n_ctx_per_sequence = sequences, n_ctx_per_sequence
         self.repeat_penalty = repeat_penalty
+        self.penalty_window = getattr(llama, "last_n_tokens_size", PENALTY_WINDOW)
         params = llama_cpp.llama_context_default_params()
         params.n_ctx = sequences * n_ctx_per_sequence
         params.n_batch = params.n_ubatch = PREFILL_CHUNK
         params.n_seq_max = sequences
         params.n_threads = params.n_threads_batch = n_threads
-        params.kv_unified = True  # one pool of cells: a long prompt may use what short ones leave
+        # A KV stream per sequence (unified=False): each token attends over its own sequence's
+        # cells only. One unified pool would let a long prompt use what short ones leave, but
+        # every token's attention then runs over all sequences' cells, masked.
+        params.kv_unified = unified
         params.no_perf = True
         self._ctx = llama_cpp.llama_init_from_model(llama._model.model, params)
         if not self._ctx:
@@ -117,7 +121,7 @@ class BatchedDecoder:
     def _prefill(self, prompts: list[list[int]]) -> list[np.ndarray]:
         """Read every prompt; returns each one's next-token logits. A prefix all share is read once and copied."""
         memory = self._lib.llama_get_memory(self._ctx)
-        self._lib.llama_memory_clear(memory, True)
+        self._lib.llama_memory_clear(memory, False)  # the cells' metadata: their data is overwritten as they are reused
         shared = _common_prefix(prompts) if len(prompts) > 1 else 0
         shared = min(shared, min(len(p) for p in prompts) - 1)  # each sequence reads at least its last token itself
         pending: list[tuple[int, int, int, bool]] = [(t, pos, 0, False) for pos, t in enumerate(prompts[0][:shared])]
@@ -147,8 +151,9 @@ class BatchedDecoder:
         for r in requests:
             if len(r.prompt) + r.max_tokens > self.n_ctx_per_sequence:
                 raise ValueError(f"Requested tokens ({len(r.prompt) + r.max_tokens}) exceed context window of {self.n_ctx_per_sequence}")
-        grammars = [ShortlistGrammar(self._llama, r.grammar) for r in requests]
+        grammars: list[ShortlistGrammar] = []
         try:
+            grammars += [ShortlistGrammar(self._llama, r.grammar) for r in requests]
             began = time.perf_counter()
             logits = self._prefill([r.prompt for r in requests])
             read = time.perf_counter()
@@ -182,16 +187,18 @@ class BatchedDecoder:
                 g.close()
 
     def _choose(self, logits: np.ndarray, written: list[int], seen: list[int], grammar: ShortlistGrammar) -> int:
-        """The grammar's best token after the repeat penalty, as llama-cpp-python's greedy path picks it.
+        """The token llama-cpp-python's greedy path picks: its sampler chain in its order.
 
-        Its penalty sampler remembers only the tokens it sampled (llama_sampler_sample
-        accepts each one), not the prompt: so the penalty looks back over what was written.
+        The chain is: the logits processor (the grammar, shortlisted on the raw
+        logits), then the repeat penalty, then greedy. Its penalty sampler
+        remembers only the tokens it sampled (llama_sampler_sample accepts each
+        one), not the prompt: so the penalty looks back over what was written.
         """
-        if self.repeat_penalty != 1.0 and written:
-            recent = np.unique(np.asarray(written[-PENALTY_WINDOW:], dtype=np.intc))
-            values = logits[recent]
-            logits[recent] = np.where(values > 0, values / self.repeat_penalty, values * self.repeat_penalty)
         masked = grammar(np.asarray(seen, dtype=np.intc), logits)
+        if self.repeat_penalty != 1.0 and written:
+            recent = np.unique(np.asarray(written[-self.penalty_window :], dtype=np.intc))
+            values = masked[recent]
+            masked[recent] = np.where(values > 0, values / self.repeat_penalty, values * self.repeat_penalty)
         return int(np.argmax(masked))
 
 

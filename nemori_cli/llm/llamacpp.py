@@ -175,7 +175,9 @@ class LlamaCppBackend:
     def _decode_together(self, requests: list[ChatRequest]) -> list[RawCompletion | LLMOutputError]:
         from nemori_cli.llm.batched import BatchedDecoder, Request
 
-        if self._batched is None:
+        if self._batched is None or self._batched.sequences < len(requests):  # made again when --parallel grew
+            if self._batched is not None:
+                self._batched.close()
             self._batched = BatchedDecoder(self.llama, sequences=self.parallel, n_ctx_per_sequence=self.n_ctx, n_threads=self._threads)
         out: list[RawCompletion | LLMOutputError | None] = [None] * len(requests)
         batch: list[tuple[int, Request]] = []
@@ -185,9 +187,10 @@ class LlamaCppBackend:
                 out[i] = self._one(r)  # fails as a call on its own would, in the same words
             else:
                 batch.append((i, Request(prompt, self._grammar(r.schema), r.max_tokens)))
+        # No hold on Ctrl-C here: the batched path makes no Python callbacks from C, so an
+        # interrupt between two decodes stops cleanly (the grammars are freed, the batch discarded).
         try:
-            with _interrupt_after_the_call():
-                generated = self._batched.generate([req for _i, req in batch])
+            generated = self._batched.generate([req for _i, req in batch])
         except ValueError as e:
             raise ModelError(f"model {self.model_id}: {e}") from None
         for (i, _req), g in zip(batch, generated):

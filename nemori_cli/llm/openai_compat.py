@@ -352,9 +352,16 @@ class OpenAICompatBackend:
             return [self._one(r) for r in requests]
         from concurrent.futures import ThreadPoolExecutor
 
-        with ThreadPoolExecutor(max_workers=min(self.parallel, len(requests)), thread_name_prefix="nemori-llm") as pool:
-            futures = [pool.submit(self._one, r) for r in requests]
-        return [f.result() for f in futures]  # the first ModelError is raised here
+        pool = ThreadPoolExecutor(max_workers=min(self.parallel, len(requests)), thread_name_prefix="nemori-llm")
+        futures = [pool.submit(self._one, r) for r in requests]
+        try:
+            results = [f.result() for f in futures]  # in order; the first ModelError is raised here
+        except BaseException:
+            # A dead endpoint or Ctrl-C: the requests not yet sent are dropped, not sent one by one to their timeouts.
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown()
+        return results
 
     def _one(self, r: ChatRequest) -> RawCompletion | LLMOutputError:
         try:

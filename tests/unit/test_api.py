@@ -322,3 +322,38 @@ def test_method_flags_are_recorded_from_the_constructor(world):
         assert memory.facts() == []
     with pytest.raises(ConfigError, match="neighbours"):
         Memory(tmp_path / "m.db", neighbours=0)
+
+
+def test_ctrl_c_while_the_model_loads_leaves_no_database_file(world, monkeypatch):
+    from nemori_cli import deps
+
+    tmp_path, _ = world
+
+    def interrupted(settings):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(deps, "build_llm", interrupted)
+    source = write_jsonl(tmp_path / "c.jsonl", conversation(per_topic=2))
+    result = nemori("ingest", source, "--db", tmp_path / "new.db")
+    assert result.exit_code != 0
+    assert not (tmp_path / "new.db").exists()
+
+
+def test_ask_names_a_missing_database_before_probing_any_endpoint(world, monkeypatch):
+    from nemori_cli import Memory, deps
+
+    tmp_path, _ = world
+    probed = []
+    monkeypatch.setattr(deps.Session, "check_answer_endpoint", lambda self: probed.append(1))
+    with pytest.raises(StoreError):
+        Memory(tmp_path / "missing.db").ask("Where?")
+    assert probed == [] and not (tmp_path / "missing.db").exists()
+
+
+def test_pending_of_a_memory_that_never_opened_its_file_is_zero_and_creates_nothing(world):
+    from nemori_cli import Memory
+
+    tmp_path, _ = world
+    memory = Memory(tmp_path / "new.db")
+    memory._session("create")  # as ingest opens it, before the model loads
+    assert memory.pending() == 0 and not (tmp_path / "new.db").exists()

@@ -11,6 +11,7 @@ import pytest
 
 from nemori_cli import config, deps
 from nemori_cli.config import LLMPreset, Settings
+from nemori_cli.errors import ConfigError
 
 
 @pytest.mark.parametrize(("value", "enabled"), [(None, True), ("1", True), ("", True), ("0", False)])
@@ -69,9 +70,23 @@ def test_deps_hands_the_llama_backend_its_settings(monkeypatch, tmp_path):
     monkeypatch.setattr(llamacpp, "LlamaCppBackend", Recorder)
     monkeypatch.setattr(deps, "gguf_path", lambda preset, cache: Path("/models/x.gguf"))
     monkeypatch.setattr(deps, "_backends", {})
-    settings = Settings(db_path=tmp_path / "m.db", user="u", model=None, embedder=None, threads=3, prefix_cache=False)
+    settings = Settings(db_path=tmp_path / "m.db", user="u", model=None, embedder=None, threads=3, prefix_cache=False, parallel=4)
     deps.build_backend(LLMPreset(name="x", kind="gguf", path="/models/x.gguf", n_ctx=2048), settings)
-    assert made == [{"path": Path("/models/x.gguf"), "name": "x", "n_ctx": 2048, "n_threads": 3, "prefix_cache": False}]
+    assert made == [{"path": Path("/models/x.gguf"), "name": "x", "n_ctx": 2048, "n_threads": 3, "prefix_cache": False, "parallel": 4}]
+
+
+@pytest.mark.parametrize("value", ["0", "17", "four", "-2"])
+def test_nemori_parallel_must_be_a_whole_number_from_1_to_16(monkeypatch, value):
+    monkeypatch.setenv("NEMORI_PARALLEL", value)
+    with pytest.raises(ConfigError, match="NEMORI_PARALLEL"):
+        Settings.from_env(db="/tmp/x.db", user="u")
+
+
+def test_nemori_parallel_is_read_and_defaults_to_one(monkeypatch):
+    monkeypatch.delenv("NEMORI_PARALLEL", raising=False)
+    assert Settings.from_env(db="/tmp/x.db", user="u").parallel == 1
+    monkeypatch.setenv("NEMORI_PARALLEL", "4")
+    assert Settings.from_env(db="/tmp/x.db", user="u").parallel == 4
 
 
 def test_api_key_is_set_counts_an_empty_value_as_set(monkeypatch):

@@ -70,7 +70,11 @@ class BatchedDecoder:
         self.sequences, self.n_ctx_per_sequence = sequences, n_ctx_per_sequence
         self.repeat_penalty = repeat_penalty
         self.penalty_window = getattr(llama, "last_n_tokens_size", PENALTY_WINDOW)
-        params = llama_cpp.llama_context_default_params()
+        # The loaded Llama's own context settings (flash attention off, the KV types...), so the
+        # arithmetic is the one-at-a-time path's; llama.cpp's defaults differ (flash attention on
+        # where it can), which moved logits by up to 0.55 and changed answers.
+        params = llama_cpp.llama_context_params()
+        ctypes.pointer(params)[0] = llama.context_params
         params.n_ctx = sequences * n_ctx_per_sequence
         params.n_batch = params.n_ubatch = PREFILL_CHUNK
         params.n_seq_max = sequences

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import sys
-from contextlib import contextmanager
 from enum import Enum
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -13,7 +11,7 @@ import typer
 from nemori_cli.cli import options as opt
 from nemori_cli.cli.progress import wanted
 from nemori_cli.cli.render import console, print_json, warn_changed
-from nemori_cli.errors import ConfigError, InputError
+from nemori_cli.errors import ConfigError
 
 
 class InputFormat(str, Enum):  # importers/formats.NAMES; kept here so --help needs no heavy import (a test keeps them equal)

@@ -37,7 +37,7 @@ MemoryName = Literal["native", "summary", "naive-rag", "amem", "nemori+amem"]
 ForgetKind = Literal["episode", "fact", "note"]
 
 # The method's flags (memory/profile.py): None leaves each to the database's record or the default.
-METHOD_FLAGS = ("memory", "distill", "integrate", "facts", "index")
+METHOD_FLAGS = ("memory", "distill", "integrate", "facts", "index", "partition")
 
 # Messages given to `ingest` get this id namespace, so the ids a program
 # chooses never collide with those of a file ingested from the shell.
@@ -104,6 +104,7 @@ class Memory:
         integrate: bool | None = None,
         facts: bool | None = None,
         index: Literal["narrative", "messages"] | None = None,
+        partition: Literal["model", "similarity"] | None = None,
         neighbours: int = 5,
         parallel: int | None = None,
     ) -> None:
@@ -114,7 +115,8 @@ class Memory:
             if isinstance(parallel, bool) or not isinstance(parallel, int) or not 1 <= parallel <= MAX_PARALLEL:
                 raise ConfigError(f"parallel must be a whole number from 1 to {MAX_PARALLEL}, not {parallel!r}")
             settings.parallel = parallel
-        self._setup(settings, window, {"memory": memory, "distill": distill, "integrate": integrate, "facts": facts, "index": index}, neighbours)
+        method = {"memory": memory, "distill": distill, "integrate": integrate, "facts": facts, "index": index, "partition": partition}
+        self._setup(settings, window, method, neighbours)
 
     @classmethod
     def from_settings(cls, settings: Settings, *, window: int = 20, neighbours: int = 5, **method: Any) -> Memory:
@@ -250,7 +252,7 @@ class Memory:
         from nemori_cli.memory.amem import AmemSettings
         from nemori_cli.memory.profile import resolve
 
-        profile = resolve(session.db, self.method)
+        profile = resolve(session.db, self.method, new=deps.new_memory_defaults(self.settings))
         return session.pipeline(profile, window=self.window, notes=AmemSettings(neighbours=self.neighbours))
 
     def forget(self, kind: ForgetKind | Literal["user"], item_id: int | None = None) -> dict[str, int]:

@@ -47,6 +47,9 @@ class LLMPreset:
     api_key_env: str | None = None  # openai: the NAME of the variable holding the key
     timeout: float = 120.0  # openai: seconds to wait for one answer (a slow CPU server needs long)
     connect_timeout: float = 5.0  # openai: seconds to wait for the connection itself
+    # How a new memory built with this model cuts episodes: "model" (the LLM proposes boundaries, the
+    # paper's way) or "similarity" (embeddings alone, no call: for small models, whose boundaries are noise).
+    partition: str = "model"
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,9 @@ def _read_toml(path: Path) -> dict:
         raise ConfigError(f"{path}: not valid TOML ({e})") from None
 
 
+PARTITION_METHODS = ("model", "similarity")  # how episodes are cut (pipeline/partition.py)
+
+
 def _llm_from(name: str, raw: dict, source: Path) -> LLMPreset:
     kind = raw.get("kind")
     if kind not in ("gguf", "openai"):
@@ -90,6 +96,8 @@ def _llm_from(name: str, raw: dict, source: Path) -> LLMPreset:
         raise ConfigError(f"{source}: [llm.{name}] needs 'path' (a GGUF file) or 'parts'")
     if kind == "openai" and not (raw.get("base_url") and raw.get("model")):
         raise ConfigError(f"{source}: [llm.{name}] needs 'base_url' and 'model'")
+    if raw.get("partition", "model") not in PARTITION_METHODS:
+        raise ConfigError(f"{source}: [llm.{name}] partition must be one of {', '.join(PARTITION_METHODS)}, not {raw['partition']!r}")
     if "api_key" in raw:
         raise ConfigError(
             f"{source}: [llm.{name}] has 'api_key': keys never go in files; "
@@ -109,6 +117,7 @@ def _llm_from(name: str, raw: dict, source: Path) -> LLMPreset:
         api_key_env=raw.get("api_key_env"),
         timeout=_seconds(raw, "timeout", 120.0, name, source),
         connect_timeout=_seconds(raw, "connect_timeout", 5.0, name, source),
+        partition=raw.get("partition", "model"),
     )
 
 
@@ -214,6 +223,25 @@ def _whole(name: str, value: str | None, what: str, most: int | None = None) -> 
 
 
 MAX_PARALLEL = 16
+MAX_GUESS = 16
+# Off by default: on 2 cores our loop writes the same text at about the same speed, and guesses
+# barely pay while rounding the logits differently (docs/PERFORMANCE.md section 9).
+DEFAULT_GUESS: int | None = None
+
+
+def _lookup(value: str | None) -> int | None:
+    """NEMORI_LOOKUP: "off" (llama-cpp-python's own loop) or how many guessed tokens to check per step (0 to 16)."""
+    if value is None or not value.strip():
+        return DEFAULT_GUESS
+    if value.strip().lower() == "off":
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        number = -1
+    if not 0 <= number <= MAX_GUESS:
+        raise ConfigError(f"NEMORI_LOOKUP={value!r}: expected off, or a whole number from 0 to {MAX_GUESS} of guessed tokens per step")
+    return number
 
 
 @dataclass
@@ -231,6 +259,9 @@ class Settings:
     # Independent generations (a window's narrations) decoded together in-process (llm/batched.py),
     # or sent at once to an endpoint; env NEMORI_PARALLEL or `ingest --parallel`.
     parallel: int = 1
+    # Greedy calls decoded by nemori's own loop, checking up to this many tokens guessed from the prompt
+    # per step (llm/lookup_decoding.py); None: llama-cpp-python's loop. Env NEMORI_LOOKUP (off or 0-16).
+    lookup: int | None = DEFAULT_GUESS
 
     @classmethod
     def from_env(
@@ -260,6 +291,7 @@ class Settings:
             threads=threads,
             cache_dir=Path(cache).expanduser() if cache else _user_dir("cache"),
             prefix_cache=env.get("NEMORI_PREFIX_CACHE", "1") != "0",
+            lookup=_lookup(env.get("NEMORI_LOOKUP")),
             parallel=_whole("NEMORI_PARALLEL", env.get("NEMORI_PARALLEL"), "generations at once, e.g. 4", MAX_PARALLEL) or 1,
         )
 

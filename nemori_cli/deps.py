@@ -62,10 +62,16 @@ def build_backend(preset: LLMPreset, settings: Settings) -> ChatBackend:
 
         path = gguf_path(preset, settings.cache_dir)
         backend = LlamaCppBackend(
-            path, name=preset.name, n_ctx=preset.n_ctx, n_threads=settings.threads, prefix_cache=settings.prefix_cache, parallel=settings.parallel
+            path, name=preset.name, n_ctx=preset.n_ctx, n_threads=settings.threads, prefix_cache=settings.prefix_cache, parallel=settings.parallel,
+            lookup=settings.lookup,
         )
     _backends[preset.name] = backend
     return backend
+
+
+def new_memory_defaults(settings: Settings) -> dict:
+    """What a new database takes from the model that builds it (memory/profile.resolve's ``new``): its partition method."""
+    return {"partition": llm_preset(settings).partition}
 
 
 def build_llm(settings: Settings) -> StructuredLLM:

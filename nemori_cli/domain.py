@@ -54,7 +54,7 @@ class Episode:
     start: datetime  # first message's time
     end: datetime  # last message's time
     created_at: str
-    boundary: str  # how its group was found: "model", "time-gap", "fallback", "flush", "merged"
+    boundary: str  # how its group was found: "model", "similarity", "time-gap", "fallback", "flush", "merged"
     messages: tuple[Message, ...] = field(default_factory=tuple)
     status: str = "active"  # active | superseded (merged into a later episode)
     superseded_by: int | None = None

@@ -112,7 +112,7 @@ def estimate(messages: int, characters: int, *, window: int, profile: Profile, r
     else:
         windows = _windows(messages, window)
         episodes = math.ceil(messages / MESSAGES_PER_EPISODE) if messages else 0
-        calls = {"partition": round(windows * PARTITION_PER_WINDOW)}
+        calls = {"partition": round(windows * PARTITION_PER_WINDOW)} if "partition" in run else {}
         calls.update({s: int(episodes * _PER_EPISODE[s] + 0.5) for s in run if s != "partition"})
     # Rates from this database were measured with this very method (a database
     # never mixes methods); others come from a default-method run, so the

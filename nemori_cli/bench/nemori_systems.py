@@ -43,6 +43,15 @@ class NemoriSystem(System):
         self.notes_only = notes_only  # storage counts the notes alone, as the Nemori paper compares A-MEM's
         p = profile
         self.build_key = f"nemori-{p.memory}-{p.distill if p.facts else 'nofacts'}-{'int' if p.integrate else 'noint'}-{p.index}"
+        if p.partition != "model":  # memories cut by the model keep the key they had before the choice existed
+            self.build_key += f"-{p.partition}"
+
+    def for_model(self, partition: str) -> "NemoriSystem":
+        """This system as `nemori ingest` builds it with a model whose preset cuts episodes by ``partition``."""
+        if not self.profile.mode.makes_episodes or partition == self.profile.partition:
+            return self
+        twin = NemoriSystem(self.name, self.description, replace(self.profile, partition=partition), self.options, notes_only=self.notes_only)
+        return twin
 
     def build(self, db: Database, user: str, messages: list[IncomingMessage], shared: Shared, progress: Progress | None) -> None:
         pipeline = Pipeline(db, user, shared.llm, shared.embedder, profile=self.profile, semantic=shared.semantic)

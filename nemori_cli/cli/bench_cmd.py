@@ -101,8 +101,9 @@ def _setup(
 
     if not file.is_file():
         raise InputError(f"{file}: no such file")
-    chosen = catalog.resolve(systems_arg)
     llm_preset = deps.llm_preset(settings)
+    # Each Nemori system builds its memory as `nemori ingest` would with this model (its partition method).
+    chosen = [s.for_model(llm_preset.partition) if hasattr(s, "for_model") else s for s in catalog.resolve(systems_arg)]
     answer_settings = replace(settings, answer_model=answer_model or settings.answer_model)
     answer_preset = deps.answer_preset(answer_settings)
     separate = answer_preset.name != llm_preset.name

@@ -44,6 +44,11 @@ class IndexOn(str, Enum):
     messages = "messages"
 
 
+class PartitionBy(str, Enum):
+    model = "model"
+    similarity = "similarity"
+
+
 # Method flags: given on the first ingest, recorded in the database, inherited
 # by every later run. A later flag that disagrees is refused (never mixed).
 MemoryOpt = Annotated[
@@ -65,6 +70,14 @@ FactsFlag = Annotated[
 IndexFlag = Annotated[
     Optional[IndexOn],
     typer.Option("--index", help="Index episodes on their narrative (default) or on their raw messages.", show_default=False),
+]
+PartitionFlag = Annotated[
+    Optional[PartitionBy],
+    typer.Option(
+        "--partition",
+        help="Cut episodes where the model sees a new topic (model), or where the messages' embeddings say so, with no LLM call (similarity). Default: the model preset's (similarity for tiny and small).",
+        show_default=False,
+    ),
 ]
 DryRun = Annotated[
     bool,
@@ -92,7 +105,7 @@ def _check_budget(max_tokens: int | None) -> None:
         raise ConfigError(f"--max-tokens must be a positive number of tokens, not {max_tokens}")
 
 
-def _method(memory, distill, integrate, facts, index) -> dict:
+def _method(memory, distill, integrate, facts, index, partition=None) -> dict:
     """The method flags as memory/profile.resolve takes them (None: not given)."""
     return {
         "memory": memory.value if memory else None,
@@ -100,13 +113,15 @@ def _method(memory, distill, integrate, facts, index) -> dict:
         "integrate": integrate,
         "facts": facts,
         "index": index.value if index else None,
+        "partition": partition.value if partition else None,
     }
 
 
-def _profile(store, memory, distill, integrate, facts, index):
+def _profile(store, settings, memory, distill, integrate, facts, index, partition=None):
+    from nemori_cli.deps import new_memory_defaults
     from nemori_cli.memory.profile import resolve
 
-    return resolve(store, _method(memory, distill, integrate, facts, index))
+    return resolve(store, _method(memory, distill, integrate, facts, index, partition), new=new_memory_defaults(settings))
 
 
 def _read(
@@ -186,6 +201,7 @@ def ingest(
     integrate: Integrate = None,
     facts: FactsFlag = None,
     index: IndexFlag = None,
+    partition: PartitionFlag = None,
     max_tokens: MaxTokens = None,
     neighbours: Neighbours = 5,
     dry_run: DryRun = False,
@@ -212,14 +228,14 @@ def ingest(
         from nemori_cli.cli import dry_run as dry
 
         def profile_of(store):
-            return _profile(store, memory, distill, integrate, facts, index)
+            return _profile(store, settings, memory, distill, integrate, facts, index, partition)
 
         plan = dry.plan(settings, incoming, namespace, window=window, profile_of=profile_of, max_tokens=max_tokens)
         plan.update(read_as)
         warn_changed(plan["changed"], plan.pop("changed_ids"), would=True)
         dry.render(plan, source, json_out)
         return
-    method = _method(memory, distill, integrate, facts, index)
+    method = _method(memory, distill, integrate, facts, index, partition)
     with Memory.from_settings(settings, window=window, neighbours=neighbours, **method) as target:
         target.load_model()  # before the progress bar: a model that cannot load fails on a clean screen
         # The changed messages are named before the episodes are made, as they are found.

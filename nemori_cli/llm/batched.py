@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nemori_cli.errors import ModelError
-from nemori_cli.llm.fast_grammar import ShortlistGrammar
+from nemori_cli.llm.fast_grammar import ShortlistGrammar, greedy_choice
 
 PREFILL_CHUNK = 512  # tokens per llama_decode while reading prompts (the context's n_batch)
 PENALTY_WINDOW = 64  # llama-cpp-python's default last_n_tokens_size: how far the repeat penalty looks back
@@ -191,19 +191,7 @@ class BatchedDecoder:
                 g.close()
 
     def _choose(self, logits: np.ndarray, written: list[int], seen: list[int], grammar: ShortlistGrammar) -> int:
-        """The token llama-cpp-python's greedy path picks: its sampler chain in its order.
-
-        The chain is: the logits processor (the grammar, shortlisted on the raw
-        logits), then the repeat penalty, then greedy. Its penalty sampler
-        remembers only the tokens it sampled (llama_sampler_sample accepts each
-        one), not the prompt: so the penalty looks back over what was written.
-        """
-        masked = grammar(np.asarray(seen, dtype=np.intc), logits)
-        if self.repeat_penalty != 1.0 and written:
-            recent = np.unique(np.asarray(written[-self.penalty_window :], dtype=np.intc))
-            values = masked[recent]
-            masked[recent] = np.where(values > 0, values / self.repeat_penalty, values * self.repeat_penalty)
-        return int(np.argmax(masked))
+        return greedy_choice(grammar, np.asarray(seen, dtype=np.intc), logits, written, self.repeat_penalty, self.penalty_window)
 
 
 def _common_prefix(prompts: list[list[int]]) -> int:

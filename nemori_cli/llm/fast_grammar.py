@@ -83,3 +83,20 @@ class ShortlistGrammar:
         keep = top[allowed]
         masked[keep] = scores[keep]
         return masked
+
+
+def greedy_choice(grammar: ShortlistGrammar, seen: np.ndarray, logits: np.ndarray, written: list[int], repeat_penalty: float, window: int) -> int:
+    """The token llama-cpp-python's greedy path picks: its sampler chain, in its order.
+
+    The chain is: the logits processor (the grammar, shortlisted on the raw
+    logits), then the repeat penalty, then greedy. Its penalty sampler
+    remembers only the tokens it sampled (llama_sampler_sample accepts each
+    one), not the prompt: so the penalty looks back over what was written.
+    ``seen`` is the prompt and what was written, as the processor is given it.
+    """
+    masked = grammar(np.asarray(seen, dtype=np.intc), logits)
+    if repeat_penalty != 1.0 and written:
+        recent = np.unique(np.asarray(written[-window:], dtype=np.intc))
+        values = masked[recent]
+        masked[recent] = np.where(values > 0, values / repeat_penalty, values * repeat_penalty)
+    return int(np.argmax(masked))

@@ -6,6 +6,13 @@ system message and a window's conversation are read once (see
 llm/prefix_states.py). NEMORI_PREFIX_CACHE=0 turns the snapshots off, for
 measuring what they save (read by config.py, passed in as prefix_cache). One
 Llama object per process.
+
+With ``lookup`` set (NEMORI_LOOKUP=N, read by config.py), greedy calls
+(temperature 0, nearly all of them) are decoded by our own loop
+(llm/lookup_decoding.py), which checks up to N tokens guessed from the prompt
+at a time (prompt lookup; 0: none, the same text as llama-cpp-python's loop).
+By default (None) every call goes through llama-cpp-python's loop: on 2 cores
+the guesses barely paid (docs/PERFORMANCE.md section 9).
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ class LlamaCppBackend:
         seed: int = 42,
         prefix_cache: bool = True,
         parallel: int = 1,
+        lookup: int | None = None,
     ):
         try:
             from llama_cpp import Llama
@@ -53,6 +61,8 @@ class LlamaCppBackend:
         self.parallel = max(1, parallel)  # sequences chat_many decodes together (llm/batched.py)
         self._threads = n_threads or default_threads()
         self._batched = None  # the BatchedDecoder, made on the first chat_many that needs it
+        self._lookup = None  # the LookupDecoder, made on the first greedy call
+        self.lookup = lookup  # guessed tokens checked per step; None: llama-cpp-python's loop
         self._formatter = None
         self._grammars: dict[str, str] = {}
         try:
@@ -89,16 +99,36 @@ class LlamaCppBackend:
         return len(self.llama.tokenize(text.encode("utf-8"), add_bos=False))
 
     def chat(self, messages: ChatMessages, *, schema: dict, max_tokens: int, temperature: float) -> RawCompletion:
-        from llama_cpp import LogitsProcessorList
+        key = prompt_key(messages)
+        self.states.before(key)
+        try:
+            if temperature == 0 and self.lookup is not None and self._can_batch():
+                out = self._chat_lookup(messages, schema, max_tokens)
+            else:
+                out = self._chat_llama(messages, schema, max_tokens, temperature)
+        except ValueError as e:
+            # llama.cpp raises ValueError when the prompt exceeds the context.
+            self.states.failed()
+            raise ModelError(f"model {self.model_id}: {e}") from None
+        except BaseException:  # Ctrl-C mid-decode included
+            self.states.failed()
+            raise
+        self.states.after(key)
+        return out
 
+    def _constraint(self, schema: dict):
         from nemori_cli.llm.fast_grammar import ShortlistGrammar
 
         try:
-            constraint = ShortlistGrammar(self.llama, self._grammar(schema))
+            return ShortlistGrammar(self.llama, self._grammar(schema))
         except ValueError as e:
             raise ModelError(f"model {self.model_id}: {e}") from None
-        key = prompt_key(messages)
-        self.states.before(key)
+
+    def _chat_llama(self, messages: ChatMessages, schema: dict, max_tokens: int, temperature: float) -> RawCompletion:
+        """llama-cpp-python's own sampling loop: for a temperature above 0, or with lookup off."""
+        from llama_cpp import LogitsProcessorList
+
+        constraint = self._constraint(schema)
         try:
             with _interrupt_after_the_call():
                 out = self.llama.create_chat_completion(
@@ -108,20 +138,24 @@ class LlamaCppBackend:
                     temperature=temperature,
                     repeat_penalty=1.1,
                 )
-        except ValueError as e:
-            # llama.cpp raises ValueError when the prompt exceeds the context.
-            self.states.failed()
-            raise ModelError(f"model {self.model_id}: {e}") from None
-        except BaseException:  # Ctrl-C mid-decode included
-            self.states.failed()
-            raise
         finally:
             constraint.close()
-        self.states.after(key)
         usage = out.get("usage") or {}
         text = out["choices"][0]["message"].get("content") or ""
         return RawCompletion(text, int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0)))
 
+    def _chat_lookup(self, messages: ChatMessages, schema: dict, max_tokens: int) -> RawCompletion:
+        """Greedy decoding in our own loop, guesses from the prompt checked in bulk when ``lookup`` > 0."""
+        from nemori_cli.llm.lookup_decoding import LookupDecoder
+
+        if self._lookup is None or self._lookup.draft_max != self.lookup:
+            self._lookup = LookupDecoder(self.llama, draft_max=self.lookup)
+        # No hold on Ctrl-C: this loop makes no Python callbacks from C, so an interrupt
+        # between two decodes stops cleanly (the decoder forgets the cache it left half-written).
+        # A grammar llama.cpp cannot parse is a ValueError here, a ModelError in chat(), as on the other path.
+        out = self._lookup.generate(self._prompt(messages), self._grammar(schema), max_tokens)
+        text = self.llama.detokenize(out.tokens).decode("utf-8", errors="ignore")
+        return RawCompletion(text, out.prompt_tokens, len(out.tokens))
 
     # -- several at once (llm/batched.py) -----------------------------------
 

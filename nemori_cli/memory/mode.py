@@ -105,11 +105,12 @@ class MemoryMode:
             parts.append(f"--distill {profile.distill}")
         parts.append("--integrate" if profile.integrate else "--no-integrate")
         parts.append(f"--index {profile.index}")
+        parts.append(f"--partition {profile.partition}")
         return parts
 
     def stages(self, profile: Profile) -> tuple[str, ...]:
         """The LLM stages an ingest runs, in the method's order."""
-        run = ["partition", "narration"]
+        run = ["partition", "narration"] if profile.partition == "model" else ["narration"]
         if profile.integrate:
             run.append("integration")
         return (*run, *self.episode_stages(profile))

@@ -21,6 +21,7 @@ META_KEY = "profile"
 
 DISTILL_MODES = ("prediction", "direct")
 INDEX_MODES = ("narrative", "messages")
+PARTITION_MODES = ("model", "similarity")
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,10 @@ class Profile:
     integrate: bool = True  # associative integration of episodes (merge continuations)
     facts: bool = False  # set from memory/--no-facts in resolve(); stored explicitly
     index: str = "narrative"  # what episodes are embedded and full-text indexed on (N / P variants)
+    # How episodes are cut: "model" (the LLM proposes boundaries) or "similarity" (embeddings, no call).
+    # A database recorded before this field existed was cut by the model, hence the default here; a new
+    # one takes its model preset's choice (resolve's ``new``).
+    partition: str = "model"
 
     @property
     def mode(self) -> MemoryMode:
@@ -47,7 +52,7 @@ DEFAULT = Profile(facts=True)
 
 def _validate(p: Profile) -> Profile:
     mode = modes.named(p.memory)  # an unknown --memory is refused here
-    for value, allowed, flag in ((p.distill, DISTILL_MODES, "--distill"), (p.index, INDEX_MODES, "--index")):
+    for value, allowed, flag in ((p.distill, DISTILL_MODES, "--distill"), (p.index, INDEX_MODES, "--index"), (p.partition, PARTITION_MODES, "--partition")):
         if value not in allowed:
             raise ConfigError(f"{flag} {value!r}: expected one of {', '.join(allowed)}")
     return mode.normalise(p)
@@ -67,11 +72,12 @@ def mode_of(db: Database) -> MemoryMode:
     return (stored(db) or DEFAULT).mode
 
 
-def resolve(db: Database, requested: dict) -> Profile:
+def resolve(db: Database, requested: dict, *, new: dict | None = None) -> Profile:
     """The profile to run with: the stored one, with explicit flags checked against it.
 
     ``requested`` holds only the flags the user gave (None means not given).
-    A database with no profile yet gets the defaults overridden by the flags.
+    A database with no profile yet gets the defaults, then ``new`` (what the
+    model preset chooses, e.g. its partition), then the flags.
     """
     given = {k: v for k, v in requested.items() if v is not None}
     if "memory" in given and not modes.named(given["memory"]).distils_facts:
@@ -80,7 +86,7 @@ def resolve(db: Database, requested: dict) -> Profile:
         given["facts"] = False
     current = stored(db)
     if current is None:
-        return _validate(replace(DEFAULT, **given))
+        return _validate(replace(DEFAULT, **{**(new or {}), **given}))
     wanted = _validate(replace(current, **given))
     if wanted != current:
         raise ConfigError(

@@ -11,6 +11,12 @@ Order of evidence:
    stretches longer than ``max_group`` are cut where adjacent messages are
    least similar (embedding cosine). Counted as a fallback.
 
+With ``method="similarity"`` step 2 makes no call: each stretch is cut where
+the messages on either side of a point are least alike (``topic_cuts``), into
+groups of about ``target_group`` messages. A 0.5B model's boundaries were
+noise (docs/PERFORMANCE.md section 9: "[13, 2, 4, 5, 6, 7]", repaired to
+whatever the repair allowed), and its call cost a quarter of an ingest.
+
 The result is always a partition: every message in exactly one group, in order.
 """
 
@@ -42,6 +48,8 @@ class PartitionSettings:
     min_group: int = 3
     max_group: int = 12
     min_model_stretch: int = 6  # shorter stretches are one episode; no call needed
+    method: str = "model"  # "model": the LLM proposes boundaries; "similarity": embeddings alone (no call)
+    target_group: int = 6  # with "similarity": messages per episode aimed at (the model's own average on LoCoMo)
 
 
 def split_on_gaps(messages: list[Message], gap_minutes: float) -> list[list[Message]]:
@@ -85,6 +93,41 @@ def similarity_cuts(vectors: np.ndarray, max_group: int, min_group: int) -> list
     return cuts
 
 
+def topic_cuts(vectors: np.ndarray, *, min_group: int, max_group: int, target: int, width: int = 3) -> list[int]:
+    """Cut positions where the topic turns most, about one cut per ``target`` messages; no group past max_group.
+
+    A point's score is the cosine between the mean of the ``width`` messages
+    before it and the mean of the ``width`` after it (TextTiling's block
+    comparison, on sentence embeddings): one short reply ("Nice!") barely
+    moves a block's mean, where it would break a comparison of neighbours.
+    The least alike points win, each at least ``min_group`` from the stretch's
+    ends and from each other.
+    """
+    n = len(vectors)
+    if n < 2 * min_group:
+        return []
+    wanted = max(-(-n // max_group) - 1, round(n / target) - 1)
+    scores: dict[int, float] = {}
+    for p in range(min_group, n - min_group + 1):
+        before = vectors[max(0, p - width) : p].mean(axis=0)
+        after = vectors[p : p + width].mean(axis=0)
+        scores[p] = float(before @ after / ((np.linalg.norm(before) * np.linalg.norm(after)) or 1.0))
+    cuts: list[int] = []
+    for p in sorted(scores, key=lambda q: (scores[q], q)):
+        if len(cuts) >= wanted:
+            break
+        if all(abs(p - c) >= min_group for c in cuts):
+            cuts.append(p)
+    cuts.sort()
+    # Spacing can leave a group too long (few admissible points): cut it again at its weakest neighbours.
+    final: list[int] = []
+    for a, b in zip([0, *cuts], [*cuts, n]):
+        final += [a + c for c in similarity_cuts(vectors[a:b], max_group, min_group)]
+        if b < n:
+            final.append(b)
+    return sorted(final)
+
+
 def _groups(stretch: list[Message], cuts: list[int], how: str, first: str) -> list[Group]:
     edges = [0, *cuts, len(stretch)]
     return [
@@ -104,6 +147,11 @@ def partition(
         first = "start" if s == 0 else "time-gap"
         if len(stretch) < settings.min_model_stretch:
             groups.append(Group(tuple(stretch), first))
+            continue
+        if settings.method == "similarity":
+            vectors = embedder.embed_documents([f"{m.speaker}: {m.content}" for m in stretch])
+            cuts = topic_cuts(vectors, min_group=settings.min_group, max_group=settings.max_group, target=settings.target_group)
+            groups.extend(_groups(stretch, cuts, "similarity", first))
             continue
         groups.extend(_partition_stretch(stretch, llm, embedder, settings, first))
     assert [m.id for g in groups for m in g.messages] == [m.id for m in messages], "not a partition"

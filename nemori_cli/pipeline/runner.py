@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from nemori_cli.domain import IncomingMessage, to_epoch
 from nemori_cli.embed.base import Embedder, identity
@@ -100,7 +100,7 @@ class Pipeline:
         self.window = window
         self.profile = profile
         self.mode = profile.mode
-        self.partition_settings = partition_settings
+        self.partition_settings = replace(partition_settings, method=profile.partition)
         self.integration = integration
         self.continuation_check = integrate.SelfCheck(llm)
         distilling = SemanticSettings(semantic.evoke_k, semantic.threshold, direct=profile.distill == "direct")

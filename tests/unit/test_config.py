@@ -70,9 +70,37 @@ def test_deps_hands_the_llama_backend_its_settings(monkeypatch, tmp_path):
     monkeypatch.setattr(llamacpp, "LlamaCppBackend", Recorder)
     monkeypatch.setattr(deps, "gguf_path", lambda preset, cache: Path("/models/x.gguf"))
     monkeypatch.setattr(deps, "_backends", {})
-    settings = Settings(db_path=tmp_path / "m.db", user="u", model=None, embedder=None, threads=3, prefix_cache=False, parallel=4)
+    settings = Settings(db_path=tmp_path / "m.db", user="u", model=None, embedder=None, threads=3, prefix_cache=False, parallel=4, lookup=5)
     deps.build_backend(LLMPreset(name="x", kind="gguf", path="/models/x.gguf", n_ctx=2048), settings)
-    assert made == [{"path": Path("/models/x.gguf"), "name": "x", "n_ctx": 2048, "n_threads": 3, "prefix_cache": False, "parallel": 4}]
+    assert made == [{"path": Path("/models/x.gguf"), "name": "x", "n_ctx": 2048, "n_threads": 3, "prefix_cache": False, "parallel": 4, "lookup": 5}]
+
+
+@pytest.mark.parametrize("value, expected", [(None, None), ("", None), ("off", None), ("OFF", None), ("0", 0), ("4", 4), ("16", 16)])
+def test_nemori_lookup_is_off_or_a_number_of_guessed_tokens(monkeypatch, value, expected):
+    if value is None:
+        monkeypatch.delenv("NEMORI_LOOKUP", raising=False)
+    else:
+        monkeypatch.setenv("NEMORI_LOOKUP", value)
+    assert Settings.from_env(db="/tmp/x.db").lookup == expected
+
+
+@pytest.mark.parametrize("value", ["17", "-1", "yes", "1.5"])
+def test_nemori_lookup_refuses_anything_else_in_one_line(monkeypatch, value):
+    monkeypatch.setenv("NEMORI_LOOKUP", value)
+    with pytest.raises(ConfigError, match=r"NEMORI_LOOKUP=.*off, or a whole number from 0 to 16"):
+        Settings.from_env(db="/tmp/x.db")
+
+
+def test_a_preset_names_its_partition_method_and_nothing_else(tmp_path, monkeypatch):
+    from nemori_cli.config import load_presets
+
+    assert load_presets().llms["small"].partition == "similarity"
+    assert load_presets().llms["base"].partition == "model"  # the paper's way unless a preset says otherwise
+    bad = tmp_path / "models.toml"
+    bad.write_text('[llm.mine]\nkind = "gguf"\npath = "/x.gguf"\npartition = "topics"\n')
+    monkeypatch.setenv("NEMORI_MODELS_FILE", str(bad))
+    with pytest.raises(ConfigError, match=r"\[llm.mine\] partition must be one of model, similarity, not 'topics'"):
+        load_presets()
 
 
 @pytest.mark.parametrize("value", ["0", "17", "four", "-2"])

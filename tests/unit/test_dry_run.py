@@ -128,12 +128,23 @@ def test_json_shape_on_the_example(cache, tmp_path):
     assert plan["dry_run"] is True and plan["source"] == str(EXAMPLE) and plan["model"] == "small"
     assert (plan["format"], plan["conversations"], plan["left_out"]) == ("jsonl", 3, {})  # found by --format auto; sessions s1-s3
     assert plan["characters"] == sum(len(json.loads(line)["content"]) for line in EXAMPLE.read_text().splitlines())
-    assert list(plan["calls"]) == ["partition", "narration", "integration", "prediction", "distillation", "consolidation"]
+    # small's preset cuts episodes by similarity: no partition call (models.toml)
+    assert list(plan["calls"]) == ["narration", "integration", "prediction", "distillation", "consolidation"]
+    assert plan["method"].endswith("--partition similarity")
     assert plan["total_calls"] == sum(plan["calls"].values()) > 0
     assert plan["tokens"] == plan["prompt_tokens"] + plan["output_tokens"] > 0
     assert plan["minutes"] > 0 and plan["rates"]["source"] == "built-in"
     assert 0 < plan["messages_within_budget"] < plan["messages"]
     assert set(plan["rates"]) == {"source", "prompt_tps", "output_tps", "prompt_tokens_per_char", "output_tokens_per_char", "seconds_per_char"}
+
+
+def test_partition_by_the_model_is_estimated_with_its_calls_and_time(cache, tmp_path):
+    by_model = _dry(EXAMPLE, "--db", tmp_path / "x.db", "--partition", "model")
+    by_similarity = _dry(EXAMPLE, "--db", tmp_path / "x.db", "--partition", "similarity")
+    assert list(by_model["calls"])[0] == "partition" and by_model["calls"]["partition"] > 0
+    assert "partition" not in by_similarity["calls"]
+    assert by_similarity["minutes"] < by_model["minutes"] and by_similarity["prompt_tokens"] < by_model["prompt_tokens"]
+    assert by_model["method"].endswith("--partition model")
 
 
 def test_text_report_names_the_numbers_and_the_source(cache, tmp_path):
@@ -150,7 +161,7 @@ def test_rates_source_follows_what_is_known(cache, tmp_path):
     assert _dry(EXAMPLE, "--db", db, "--model", "tiny")["rates"]["source"] == "built-in"
     assert _dry(EXAMPLE, "--db", db, "--model", str(tmp_path / "mine.gguf"))["rates"]["source"] == "generic default"
     rates.save("tiny", Rates(500.0, 90.0, 2.0, 0.2, 0.01, "nemori doctor"), cache)
-    plan = _dry(EXAMPLE, "--db", db, "--model", "tiny")
+    plan = _dry(EXAMPLE, "--db", db, "--model", "tiny", "--partition", "model")  # every stage of the reference run
     assert plan["rates"]["source"] == "nemori doctor"
     # The probe's speeds, on the token counts of a real ingest (its 12-message
     # sample overstates tokens per character); 4x the built-in tiny speed.
@@ -163,7 +174,7 @@ def test_rates_source_follows_what_is_known(cache, tmp_path):
 def test_method_flags_change_the_calls(cache, tmp_path):
     full = _dry(EXAMPLE, "--db", tmp_path / "x.db")
     bare = _dry(EXAMPLE, "--db", tmp_path / "x.db", "--no-facts", "--no-integrate")
-    assert set(bare["calls"]) == {"partition", "narration"}
+    assert set(bare["calls"]) == {"narration"}  # small cuts episodes by similarity: no partition call
     assert bare["prompt_tokens"] < full["prompt_tokens"] and bare["minutes"] <= full["minutes"]
 
 

@@ -100,3 +100,46 @@ def test_oversized_model_group_is_cut(llm, backend, embedder):
     groups = partition(msgs(30), llm, embedder, PartitionSettings(max_group=12))
     assert all(len(g.messages) <= 12 for g in groups)
     assert [m.id for g in groups for m in g.messages] == list(range(1, 31))
+
+
+# -- partition by similarity: no call ------------------------------------------------
+
+
+def topics(*sizes: int, dims: int = 8) -> np.ndarray:
+    """Unit vectors: a run of ``size`` messages per topic, each topic its own direction (with a little shared noise)."""
+    rng = np.random.default_rng(7)
+    rows = []
+    for t, size in enumerate(sizes):
+        for _ in range(size):
+            v = np.zeros(dims, dtype=np.float32)
+            v[t % dims] = 1.0
+            v += rng.normal(0, 0.15, dims).astype(np.float32)
+            rows.append(v / np.linalg.norm(v))
+    return np.stack(rows)
+
+
+def test_topic_cuts_find_the_turns_between_topics():
+    from nemori_cli.pipeline.partition import topic_cuts
+
+    assert topic_cuts(topics(6, 7, 5), min_group=3, max_group=12, target=6) == [6, 13]
+
+
+def test_topic_cuts_aim_at_the_target_size_and_respect_min_and_max():
+    from nemori_cli.pipeline.partition import topic_cuts
+
+    v = topics(30)  # one topic throughout: the cuts are about size alone
+    for target, max_group in ((6, 12), (10, 12), (6, 8)):
+        cuts = topic_cuts(v, min_group=3, max_group=max_group, target=target)
+        sizes = np.diff([0, *cuts, 30])
+        assert min(sizes) >= 3 and max(sizes) <= max_group, (target, cuts)
+        assert len(cuts) == max(-(-30 // max_group) - 1, round(30 / target) - 1) or max(sizes) <= max_group
+    assert topic_cuts(topics(5), min_group=3, max_group=12, target=6) == []  # too short to cut in two
+
+
+def test_partition_by_similarity_makes_no_call(llm, backend, embedder):
+    groups = partition(msgs(20, gaps={12}), llm, embedder, PartitionSettings(method="similarity"))
+    assert backend.history == []  # no LLM call at all
+    assert [m.id for g in groups for m in g.messages] == list(range(1, 21))
+    assert groups[0].boundary == "start" and "time-gap" in [g.boundary for g in groups]
+    assert all(g.boundary in ("start", "time-gap", "similarity") for g in groups)
+    assert all(3 <= len(g.messages) <= 12 for g in groups)

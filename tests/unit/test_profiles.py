@@ -104,3 +104,40 @@ def test_the_cli_offers_exactly_the_memory_modes():
     from nemori_cli.memory import modes
 
     assert tuple(f.value for f in MemoryFlag) == modes.NAMES
+
+
+def test_a_new_database_takes_the_presets_partition_and_keeps_it(db):
+    import json
+
+    assert profiles.resolve(db, {}, new={"partition": "similarity"}).partition == "similarity"
+    assert profiles.resolve(db, {"partition": "model"}, new={"partition": "similarity"}).partition == "model"  # a flag wins
+    chosen = profiles.resolve(db, {}, new={"partition": "similarity"})
+    with db.transaction():
+        profiles.record(db, chosen)
+    # Later runs inherit it, whatever the model now prefers; a flag that disagrees is refused.
+    assert profiles.resolve(db, {}, new={"partition": "model"}).partition == "similarity"
+    with pytest.raises(ConfigError, match="--partition similarity.*--partition model"):
+        profiles.resolve(db, {"partition": "model"})
+    # A database recorded before the choice existed was cut by the model, and stays so.
+    with db.transaction():
+        old = {k: v for k, v in json.loads(db.get_meta(profiles.META_KEY)).items() if k != "partition"}
+        db.set_meta(profiles.META_KEY, json.dumps(old))
+    assert profiles.resolve(db, {}, new={"partition": "similarity"}).partition == "model"
+
+
+def test_an_unknown_partition_is_refused(db):
+    with pytest.raises(ConfigError, match="--partition 'topics': expected one of model, similarity"):
+        profiles.resolve(db, {"partition": "topics"})
+
+
+@pytest.mark.parametrize("how", ["model", "similarity"])
+def test_partition_by_similarity_runs_no_partition_call(db, llm, backend, embedder, how):
+    World(backend)
+    pipe = Pipeline(db, "u", llm, embedder, profile=Profile(facts=False, partition=how))
+    pipe.add_messages(chat(WORDS, start=DAY, n=15))  # one stretch of 15 messages: long enough to cut
+    pipe.process(flush=True)
+    stages = [r["stage"] for r in db.query("SELECT stage FROM llm_calls")]
+    assert ("partition" in stages) == (how == "model")
+    assert "narration" in stages
+    kinds = {r["boundary"] for r in db.query("SELECT boundary FROM episodes")}
+    assert kinds <= ({"start", "model", "fallback", "size"} if how == "model" else {"start", "similarity"})

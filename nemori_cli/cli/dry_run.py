@@ -123,7 +123,8 @@ def _estimate_json(est: Estimate) -> dict:
         "prompt_tokens": est.prompt_tokens,
         "output_tokens": est.output_tokens,
         "tokens": est.tokens,
-        "minutes": round(est.seconds / 60, 1),
+        # Two decimals under a minute: a short chat without a partition call costs seconds, not "0.0".
+        "minutes": round(est.seconds / 60, 1 if est.seconds >= 60 else 2),
         "rates": {
             "source": r.source,
             "prompt_tps": round(r.prompt_tps, 1),
@@ -162,7 +163,7 @@ def render(data: dict, source: str, json_out: bool) -> None:
         ),
         f"LLM calls: about {data['total_calls']} ({calls})" if data["total_calls"] else "LLM calls: none",
         f"tokens: about {data['prompt_tokens']:,} prompt + {data['output_tokens']:,} output; "
-        f"about {data['minutes']:.1f} minutes of LLM time with model {data['model']}",
+        f"about {data['minutes']:.{1 if data['minutes'] >= 1 else 2}f} minutes of LLM time with model {data['model']}",
         f"rates: {data['rates']['source']} ({_RATES_SOURCE.get(data['rates']['source'], 'saved rates')})",
     ]
     if "max_tokens" in data:

@@ -28,7 +28,7 @@ the prompt-lookup decoding of Saxena (2023), as llama.cpp's n-gram drafts use it
 from __future__ import annotations
 
 import ctypes
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -67,7 +67,6 @@ class LookupStats:
     decodes: int = 0  # llama_decode calls while writing
     drafted: int = 0  # guessed tokens checked
     accepted: int = 0  # of them, those the model would have written anyway
-    by_call: list[tuple[int, int]] = field(default_factory=list)  # (written, decodes) per call
 
     @property
     def acceptance(self) -> float:
@@ -218,5 +217,4 @@ class LookupDecoder:
                 token = choose(self._logits(len(guess)))
         self.stats.written += len(written)
         self.stats.decodes += decodes
-        self.stats.by_call.append((len(written), decodes))
         return Written(written, len(prompt), finished)

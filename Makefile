@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml Makefile scripts/llama_cmake_args.sh
 	# cache: a wheel built on another machine could hold instructions this one faults on.
 	$(PY) -c "import llama_cpp" 2>/dev/null || CMAKE_ARGS="$$(sh scripts/llama_cmake_args.sh)" \
 		$(PY) -m pip install -q --no-cache-dir --no-binary llama-cpp-python "llama-cpp-python>=0.3.8"
-	$(PY) -m pip install -q -e ".[models,base,server,dev]"
+	$(PY) -m pip install -q -e ".[models,base,server,postgres,dev]"
 	touch $(STAMP)
 
 demo: install

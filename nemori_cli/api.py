@@ -88,6 +88,9 @@ class Memory:
     method on a new database (a later choice that disagrees is refused).
     ``parallel`` generations go at once (a window's narrations decoded
     together, or requests in flight to an endpoint; NEMORI_PARALLEL, else 1).
+    ``workers`` requests are kept in flight to an OpenAI-compatible endpoint
+    while ingesting (windows cut and episodes narrated ahead, each episode
+    still written in order; NEMORI_WORKERS, else 1); a local GGUF model takes 1.
     """
 
     def __init__(
@@ -107,6 +110,7 @@ class Memory:
         partition: Literal["model", "similarity"] | None = None,
         neighbours: int = 5,
         parallel: int | None = None,
+        workers: int | None = None,
     ) -> None:
         settings = Settings.from_env(db=str(path), user=user, model=model, embedder=embedder, answer_model=answer_model)
         if parallel is not None:
@@ -115,6 +119,12 @@ class Memory:
             if isinstance(parallel, bool) or not isinstance(parallel, int) or not 1 <= parallel <= MAX_PARALLEL:
                 raise ConfigError(f"parallel must be a whole number from 1 to {MAX_PARALLEL}, not {parallel!r}")
             settings.parallel = parallel
+        if workers is not None:
+            from nemori_cli.config import MAX_WORKERS
+
+            if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
+                raise ConfigError(f"workers must be a whole number from 1 to {MAX_WORKERS}, not {workers!r}")
+            settings.workers = workers
         method = {"memory": memory, "distill": distill, "integrate": integrate, "facts": facts, "index": index, "partition": partition}
         self._setup(settings, window, method, neighbours)
 
@@ -143,8 +153,9 @@ class Memory:
         return self.settings.user
 
     @property
-    def path(self) -> Path:
-        return self.settings.db_path
+    def path(self) -> Path | str:
+        """The SQLite file, or the PostgreSQL store's URL without its password."""
+        return self.settings.store_name if self.settings.db_url else self.settings.db_path
 
     @property
     def memory(self) -> str | None:
@@ -209,6 +220,7 @@ class Memory:
         else:
             incoming, namespace = read_messages(messages), API_NAMESPACE
         _check_budget(max_tokens)
+        check_workers(self.settings)
         session = self._session("create")
         session.llm  # a missing model or a dead endpoint fails here, before any write
         pipeline = self._pipeline(session)
@@ -218,18 +230,20 @@ class Memory:
         changed = tuple(key.removeprefix(f"id:{namespace}") for key in changed_keys(session.db, self.user, incoming, namespace))
         if on_stored is not None:
             on_stored(changed)
-        report = pipeline.process(flush=flush, progress=progress, max_tokens=max_tokens)
+        report = pipeline.process(flush=flush, progress=progress, max_tokens=max_tokens, workers=self.settings.workers)
         report.read, report.added, report.changed = len(incoming), added, len(changed)
         return IngestResult.of(report, changed)
 
     def flush(self, *, max_tokens: int | None = None, progress: Progress | None = None) -> IngestResult:
         """Make episodes of every pending message now, with the database's recorded method (also resumes an interrupted ingest)."""
         _check_budget(max_tokens)
+        check_workers(self.settings)
         session = self._session("write")  # flushing never creates a database
         if self.pending() == 0:
             return IngestResult.of(IngestReport())
         session.llm  # the model first, then the embedder, as ingest loads them
-        return IngestResult.of(self._pipeline(session).process(flush=True, progress=progress, max_tokens=max_tokens))
+        report = self._pipeline(session).process(flush=True, progress=progress, max_tokens=max_tokens, workers=self.settings.workers)
+        return IngestResult.of(report)
 
     def load_model(self, *, create: bool = True) -> None:
         """Load the model that builds memory now (a missing model or a dead endpoint fails here, before any write).
@@ -237,13 +251,14 @@ class Memory:
         ``create`` allows `ingest` to make the database file afterwards; a
         `flush` passes False. `ingest` and `flush` load it themselves when needed.
         """
+        check_workers(self.settings)
         self._session("create" if create else "write").llm
 
     def pending(self) -> int:
         """Messages stored but not yet made into memory (an interrupted or budget-stopped ingest leaves some)."""
         from nemori_cli.memory.profile import resolve
 
-        if self._open is not None and "db" not in vars(self._open[1]) and not self.path.exists():
+        if self._open is not None and "db" not in vars(self._open[1]) and not deps.store_exists(self.settings):
             return 0  # a session that may create the file has not yet: nothing is stored, and asking must not create it
         db = self._session("read").db
         return resolve(db, {}).mode.backlog(db, self.user).messages
@@ -402,6 +417,115 @@ class Memory:
         return replace(options, as_of=_moment(as_of)) if as_of is not None else options
 
 
+def ingest_users(
+    path: str | Path,
+    inputs: Mapping[str, Iterable[Mapping[str, Any] | IncomingMessage] | Imported],
+    *,
+    workers: int = 1,
+    flush: bool = True,
+    model: str | None = None,
+    embedder: str | None = None,
+    window: int = 20,
+    neighbours: int = 5,
+    **method: Any,
+) -> dict[str, IngestResult]:
+    """Several users' messages into one database, their memories made at once; one IngestResult per user.
+
+    For each user, what ``Memory(path, user=user, workers=workers).ingest(messages)``
+    does, but the users run together: each on a thread of its own, with a
+    database connection of its own, its episodes written in order; their model
+    calls share ``workers`` requests in flight to the endpoint (with 1, the
+    users run one after another). ``inputs`` maps each user to its messages (as
+    `Memory.ingest` takes them) or to an `Imported`. Every input is checked,
+    and every user's messages stored, before any episode is made. When one
+    user's run fails (a dead endpoint), the others stop after the episode in
+    hand and the first failure is raised, naming its user: what is not done
+    stays pending, and the same call resumes it.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from nemori_cli.embed.base import serialized
+    from nemori_cli.errors import NemoriError
+    from nemori_cli.llm.inflight import Slots
+    from nemori_cli.store.messages import changed_keys
+
+    unknown = sorted(set(method) - set(METHOD_FLAGS))
+    if unknown:
+        raise ConfigError(f"unknown option {', '.join(unknown)}; the method's are {', '.join(METHOD_FLAGS)}")
+    if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Mapping):
+        raise InputError("expected a mapping of user to messages")
+    memories = {
+        user: Memory(path, user=user, model=model, embedder=embedder, window=window, neighbours=neighbours, workers=workers, **method)
+        for user in inputs
+    }
+    checked = {
+        user: (given.messages, given.namespace) if isinstance(given, Imported) else (read_messages(given, f"<messages of {user}>"), API_NAMESPACE)
+        for user, given in inputs.items()
+    }
+    if not memories:
+        return {}
+    runs: dict[str, tuple[Any, int, int, tuple[str, ...]]] = {}
+    try:
+        shared = None
+        for user, memory in memories.items():  # one at a time: the file is created once, the model loaded once
+            check_workers(memory.settings)
+            incoming, namespace = checked[user]
+            session = memory._session("create")
+            session.llm
+            # One embedder (and one lock around it) for every user's thread; the file's embedder was checked by the first.
+            shared = shared or serialized(session.embedder)
+            session.embedder = shared
+            pipeline = memory._pipeline(session)
+            added = pipeline.add_messages(incoming, namespace)
+            changed = tuple(key.removeprefix(f"id:{namespace}") for key in changed_keys(session.db, user, incoming, namespace))
+            runs[user] = (pipeline, len(incoming), added, changed)
+        slots = Slots(workers)
+
+        def run(user: str) -> IngestReport:
+            try:
+                return runs[user][0].process(flush=flush, workers=workers, slots=slots)
+            except BaseException:
+                for other, (pipeline, *_rest) in runs.items():
+                    if other != user:
+                        pipeline.cancel.set()  # the others stop after the episode in hand
+                raise
+
+        reports: dict[str, IngestReport] = {}
+        failures: list[tuple[str, BaseException]] = []
+        if workers == 1:
+            for user in runs:
+                try:
+                    reports[user] = run(user)
+                except NemoriError as e:
+                    failures.append((user, e))
+                    break
+        else:
+            with ThreadPoolExecutor(max_workers=min(len(runs), workers), thread_name_prefix="nemori-user") as pool:
+                futures = {user: pool.submit(run, user) for user in runs}
+                try:
+                    for user, future in futures.items():
+                        try:
+                            reports[user] = future.result()
+                        except NemoriError as e:
+                            failures.append((user, e))
+                except BaseException:  # Ctrl-C: every run stops after its episode in hand
+                    for pipeline, *_rest in runs.values():
+                        pipeline.cancel.set()
+                    raise
+        if failures:
+            user, error = failures[0]
+            raise type(error)(f"user {user}: {error.message}") from None  # type: ignore[attr-defined]
+    finally:
+        for memory in memories.values():
+            memory.close()
+    results = {}
+    for user, (_pipeline, read, added, changed) in runs.items():
+        report = reports[user]
+        report.read, report.added, report.changed = read, added, len(changed)
+        results[user] = IngestResult.of(report, changed)
+    return results
+
+
 def read_messages(messages: Iterable[Mapping[str, Any] | IncomingMessage], source: str = "<messages>") -> list[IncomingMessage]:
     """Check messages given in code by the JSON Lines reader's own rules, so a program and a file are held to one standard.
 
@@ -488,6 +612,23 @@ def read_export(
 def shown_name(source: str) -> str:
     """A file name as errors and reports print it: quoted when it holds a newline or undecodable bytes."""
     return source if source.isprintable() else repr(source)
+
+
+def check_workers(settings: Settings) -> None:
+    """Refuse workers above 1 for a model that is not an endpoint, before it loads and before anything is written.
+
+    llama.cpp decodes one request at a time in this process: threads would
+    only queue on it. Its batched decoding is --parallel; llama-server serves
+    several requests at once, as an endpoint.
+    """
+    if settings.workers > 1:
+        preset = deps.llm_preset(settings)
+        if preset.kind != "openai":
+            raise ConfigError(
+                f"{settings.workers} workers (--workers / NEMORI_WORKERS) need an OpenAI-compatible endpoint, and model {preset.name} is a local "
+                "GGUF model that llama.cpp decodes one request at a time in this process: use 1 worker (--parallel N decodes a window's "
+                "narrations together), or serve the model with `llama-server --parallel N` and point a preset of kind \"openai\" at it"
+            )
 
 
 def _check_budget(max_tokens: int | None) -> None:

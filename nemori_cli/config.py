@@ -9,6 +9,7 @@ winning on equal names.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 import unicodedata
 from dataclasses import dataclass, field
@@ -223,6 +224,7 @@ def _whole(name: str, value: str | None, what: str, most: int | None = None) -> 
 
 
 MAX_PARALLEL = 16
+MAX_WORKERS = 64  # requests in flight to an endpoint (`ingest --workers`)
 MAX_GUESS = 16
 # Off by default: on 2 cores our loop writes the same text at about the same speed, and guesses
 # barely pay while rounding the logits differently (docs/PERFORMANCE.md section 9).
@@ -248,7 +250,7 @@ def _lookup(value: str | None) -> int | None:
 class Settings:
     """Everything a command needs to know, resolved once."""
 
-    db_path: Path
+    db_path: Path  # the SQLite file; unused when db_url names a PostgreSQL store
     user: str
     model: str | None  # preset name or GGUF path; None = the presets' default
     embedder: str | None
@@ -262,6 +264,16 @@ class Settings:
     # Greedy calls decoded by nemori's own loop, checking up to this many tokens guessed from the prompt
     # per step (llm/lookup_decoding.py); None: llama-cpp-python's loop. Env NEMORI_LOOKUP (off or 0-16).
     lookup: int | None = DEFAULT_GUESS
+    # Requests in flight to an OpenAI-compatible endpoint during an ingest (pipeline/ahead.py);
+    # env NEMORI_WORKERS or `ingest --workers`. A local GGUF model takes 1.
+    workers: int = 1
+    # --db / NEMORI_DB as postgresql://...: the store is on that server (store/pg.py), not in db_path.
+    db_url: str | None = None
+
+    @property
+    def store_name(self) -> str:
+        """What messages call the store: the file's path, or the server's URL without its password."""
+        return shown_url(self.db_url) if self.db_url else str(self.db_path)
 
     @classmethod
     def from_env(
@@ -274,7 +286,9 @@ class Settings:
         answer_model: str | None = None,
     ) -> "Settings":
         env = os.environ
-        db_path = Path(db or env.get("NEMORI_DB") or _user_dir("data") / "nemori.db").expanduser()
+        target = db or env.get("NEMORI_DB") or str(_user_dir("data") / "nemori.db")
+        db_url = target if is_store_url(target) else None
+        db_path = Path("nemori.db") if db_url else Path(target).expanduser()
         # Only a user given nowhere is "default": an empty --user or NEMORI_USER is a mistake, not a choice.
         user_name = user if user is not None else env.get("NEMORI_USER", "default")
         if not user_name.strip():
@@ -284,6 +298,7 @@ class Settings:
         cache = env.get("NEMORI_CACHE_DIR")
         return cls(
             db_path=db_path,
+            db_url=db_url,
             user=user_name,
             model=model or env.get("NEMORI_MODEL") or None,
             embedder=embedder or env.get("NEMORI_EMBEDDER") or None,
@@ -293,7 +308,24 @@ class Settings:
             prefix_cache=env.get("NEMORI_PREFIX_CACHE", "1") != "0",
             lookup=_lookup(env.get("NEMORI_LOOKUP")),
             parallel=_whole("NEMORI_PARALLEL", env.get("NEMORI_PARALLEL"), "generations at once, e.g. 4", MAX_PARALLEL) or 1,
+            workers=_whole("NEMORI_WORKERS", env.get("NEMORI_WORKERS"), "requests in flight to an endpoint, e.g. 4", MAX_WORKERS) or 1,
         )
+
+
+def is_store_url(target: str) -> bool:
+    """Whether --db / NEMORI_DB names a PostgreSQL store rather than a SQLite file."""
+    return bool(re.match(r"^postgres(ql)?://", str(target), re.IGNORECASE))
+
+
+def shown_url(url: str) -> str:
+    """A store URL as messages show it: without its password."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if not parts.password:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
 def api_key_from_env(var: str | None) -> str | None:

@@ -20,6 +20,7 @@ from nemori_cli.errors import ModelError
 from nemori_cli.llm.base import ChatBackend, StructuredLLM
 from nemori_cli.modelfiles import embedder_path, gguf_path
 from nemori_cli.store.db import Database, refuse_foreign, refuse_read_only, refuse_unusable
+from nemori_cli.store.engines import open_store
 
 if TYPE_CHECKING:
     from nemori_cli.memory.amem import AmemSettings
@@ -31,7 +32,13 @@ _backends: dict[str, ChatBackend] = {}  # one model object per process, per pres
 
 
 def open_db(settings: Settings, *, create: bool = True) -> Database:
-    return Database(settings.db_path, create=create)
+    """The store: the SQLite file, or the PostgreSQL server --db names (store/engines.py)."""
+    return open_store(settings.db_url or settings.db_path, create=create)
+
+
+def store_exists(settings: Settings) -> bool:
+    """Whether the store is there already (a server is asked only when the store is opened; it counts as there)."""
+    return bool(settings.db_url) or settings.db_path.exists()
 
 
 def llm_preset(settings: Settings) -> LLMPreset:
@@ -130,7 +137,7 @@ class Session:
 
     def __init__(self, settings: Settings, *, create: bool = False, write: bool = False):
         self.settings, self.create = settings, create
-        if create or write:  # a command that writes learns now, before any model loads, that it cannot
+        if (create or write) and not settings.db_url:  # a command that writes learns now, before any model loads, that it cannot
             refuse_unusable(settings.db_path, create=create)
             refuse_read_only(settings.db_path)
             refuse_foreign(settings.db_path)
@@ -141,7 +148,7 @@ class Session:
 
     @cached_property
     def db(self) -> Database:
-        if self.create and not self.settings.db_path.exists():
+        if self.create and not store_exists(self.settings):
             check_embedder_files(self.settings)  # a new file is not created for a run that cannot embed
         return open_db(self.settings, create=self.create)
 

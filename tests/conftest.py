@@ -17,11 +17,29 @@ REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
-@pytest.fixture
-def db(tmp_path) -> Database:
-    database = Database(tmp_path / "memory.db")
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db(request, tmp_path) -> Database:
+    """The store on each engine: a SQLite file, then a new database on the test PostgreSQL server (tests/support/postgres.py)."""
+    if request.param == "sqlite":
+        database = Database(tmp_path / "memory.db")
+    else:
+        from nemori_cli.store.engines import open_store
+        from tests.support.postgres import new_database
+
+        database = open_store(new_database())
     yield database
     database.close()
+
+
+def sqlite_only(db, why: str) -> None:
+    """Skip a test of the db fixture's PostgreSQL run that checks what only a SQLite file has."""
+    if db.engine != "sqlite":
+        pytest.skip(f"SQLite only: {why}")
+
+
+def foreign_key_violations(db) -> list:
+    """Rows pointing at rows that are not there: SQLite's check; PostgreSQL refuses such a write outright, so none can exist."""
+    return db.query("PRAGMA foreign_key_check") if db.engine == "sqlite" else []
 
 
 @pytest.fixture

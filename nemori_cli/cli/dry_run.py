@@ -30,8 +30,19 @@ _RATES_SOURCE = {
 }
 
 
-def _open(path: Path) -> Database | None:
-    """The database to look at, or None when an ingest would create it."""
+def _open(settings: Settings) -> Database | None:
+    """The database to look at (read only), or None when an ingest would create it."""
+    if settings.db_url:
+        from nemori_cli.errors import StoreError
+        from nemori_cli.store.engines import open_store
+
+        try:
+            return open_store(settings.db_url, create=False, read_only=True)
+        except StoreError as e:
+            if "no nemori store" in str(e):
+                return None
+            raise
+    path = settings.db_path
     if not path.is_file() or path.stat().st_size == 0:  # SQLite treats an empty file as a new database
         return None
     from nemori_cli.store.readonly import ReadOnlyDatabase
@@ -54,7 +65,7 @@ def plan(
     presets = load_presets()
     llm = resolve_llm(presets, settings.model)  # an unknown --model fails here as in ingest
     embedder = resolve_embedder(presets, settings.embedder)
-    db = _open(settings.db_path)
+    db = _open(settings)
     try:
         if db is not None and embedder.dimensions:
             db.check_embedder(f"{embedder.model_name}:{embedder.dimensions}")
@@ -91,7 +102,7 @@ def plan(
     )
     data = {
         "dry_run": True,
-        "db": str(settings.db_path),
+        "db": settings.store_name,
         "db_exists": db is not None,
         "user": settings.user,
         "model": model_id,

@@ -98,11 +98,11 @@ def _scrub(db_path: str | None, json_out: bool) -> None:
     finally:
         session.close()
     if not done:
-        raise StoreError(f"another process is reading {session.settings.db_path}; scrub again once it has closed")
+        raise StoreError(f"another process is reading {session.settings.store_name}; scrub again once it has closed")
     if json_out:
-        print_json({"scrubbed": str(session.settings.db_path)})
+        print_json({"scrubbed": session.settings.store_name})
         return
-    _say(f"scrubbed {session.settings.db_path}")
+    _say(f"scrubbed {session.settings.store_name}")
 
 
 def _interactive() -> bool:
@@ -119,7 +119,7 @@ def _confirm(db_path: str | None, user: str) -> None:
         has = forget_sql.stored(session.db, settings.user)
     finally:
         session.close()
-    question = f"Forget everything of user {settings.user} ({_summary(has)}) in {settings.db_path}? This cannot be undone"
+    question = f"Forget everything of user {settings.user} ({_summary(has)}) in {settings.store_name}? This cannot be undone"
     if not typer.confirm(question, default=False):
         raise NemoriError("not confirmed; nothing was forgotten")
 

@@ -206,6 +206,7 @@ def ingest(
     neighbours: Neighbours = 5,
     dry_run: DryRun = False,
     parallel: opt.Parallel = None,
+    workers: opt.Workers = None,
     progress: opt.ShowProgress = None,
     db_path: opt.Db = None,
     user: opt.User = None,
@@ -214,11 +215,13 @@ def ingest(
     json_out: opt.Json = False,
 ) -> None:
     """Store messages, then turn them into episodes and facts (resumable; re-ingesting adds nothing)."""
-    from nemori_cli.api import Memory, shown_name
+    from nemori_cli.api import Memory, check_workers, shown_name
 
     _check_budget(max_tokens)
     settings = opt.settings(db_path, user, model, embedder)
     settings.parallel = parallel or settings.parallel
+    settings.workers = workers or settings.workers
+    check_workers(settings)  # a local model with --workers is refused before the input is read
     imported = _read(source, fmt, sample, default_timestamp, sessions, conversation, since, until)
     incoming, namespace = imported.messages, imported.namespace
     source = shown_name(source)  # as reports print it
@@ -250,6 +253,7 @@ def flush_cmd(
     max_tokens: MaxTokens = None,
     neighbours: Neighbours = 5,
     parallel: opt.Parallel = None,
+    workers: opt.Workers = None,
     progress: opt.ShowProgress = None,
     window: opt.Window = 20,
     db_path: opt.Db = None,
@@ -259,11 +263,13 @@ def flush_cmd(
     json_out: opt.Json = False,
 ) -> None:
     """Turn every pending message into episodes now (also resumes an interrupted ingest), with the database's recorded method."""
-    from nemori_cli.api import Memory
+    from nemori_cli.api import Memory, check_workers
 
     _check_budget(max_tokens)
     settings = opt.settings(db_path, user, model, embedder)
     settings.parallel = parallel or settings.parallel
+    settings.workers = workers or settings.workers
+    check_workers(settings)
     with Memory.from_settings(settings, window=window, neighbours=neighbours) as memory:
         if memory.pending():
             memory.load_model(create=False)  # before the progress bar, as ingest does

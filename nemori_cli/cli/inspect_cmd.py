@@ -289,8 +289,8 @@ def stats_cmd(db_path: opt.Db = None, user: opt.User = None, json_out: opt.Json 
     counts = stats.counts(store, u, pending=lambda d, user: mode.backlog(d, user).messages)
     stages = telemetry.stage_stats(store, u)
     info = {
-        "db": str(settings.db_path),
-        "db_bytes": settings.db_path.stat().st_size,
+        "db": settings.store_name,
+        "db_bytes": store.size_bytes(),
         "schema_version": store.schema_version(),
         "embedder": store.embedder_identity(),
         "profile": _profile_text(store),

@@ -24,6 +24,7 @@ def mcp_cmd(
     settings = opt.settings(db_path, user, model, embedder)  # bad settings fail here, as one line, before the server starts
     # A --db that can never work (a directory, another application's SQLite file) is refused now, not at
     # the agent's first tool call; a missing file is fine: the first `remember` creates it.
-    refuse_unusable(settings.db_path, create=True)
-    refuse_foreign(settings.db_path)
-    serve(str(settings.db_path), settings.user, any_user=any_user, model=model, embedder=embedder, answer_model=answer_model)
+    if not settings.db_url:
+        refuse_unusable(settings.db_path, create=True)
+        refuse_foreign(settings.db_path)
+    serve(settings.db_url or str(settings.db_path), settings.user, any_user=any_user, model=model, embedder=embedder, answer_model=answer_model)

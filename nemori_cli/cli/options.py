@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from nemori_cli.config import Settings
+from nemori_cli.config import MAX_WORKERS, Settings
 
 Db = Annotated[Optional[str], typer.Option("--db", help="SQLite file (env NEMORI_DB; default in your data directory).", show_default=False)]
 User = Annotated[Optional[str], typer.Option("--user", "-u", help="Whose memory (env NEMORI_USER; default 'default').", show_default=False)]
@@ -33,6 +33,18 @@ Parallel = Annotated[
         max=16,
         help="Generations at once (env NEMORI_PARALLEL; default 1): a window's narrations decoded together by llama.cpp, "
         "or requests in flight to an endpoint with parallel slots.",
+        show_default=False,
+    ),
+]
+Workers = Annotated[
+    Optional[int],
+    typer.Option(
+        "--workers",
+        min=1,
+        max=MAX_WORKERS,
+        metavar="N",
+        help="Requests in flight to an OpenAI-compatible endpoint (env NEMORI_WORKERS; default 1): windows are cut and episodes "
+        "narrated ahead while each episode is written in order, so the episodes are the same. A local GGUF model takes 1 (see --parallel).",
         show_default=False,
     ),
 ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Protocol
 
 import numpy as np
@@ -21,3 +23,49 @@ class Embedder(Protocol):
 def identity(embedder: Embedder) -> str:
     """What the database records, so vectors of two models are never mixed."""
     return f"{embedder.model_name}:{embedder.dimensions}"
+
+
+class Serialized:
+    """An embedder that several threads share, one call at a time (a fast tokenizer refuses two threads at once).
+
+    The runner wraps its embedder in one, so that `ingest --workers N` can cut
+    windows by similarity on one thread while the writer embeds on another.
+    ``remembering()`` keeps, for the calling thread, the vectors already made
+    (a unit of work run again after a replay, llm/inflight.Replay, embeds the
+    same texts again).
+    """
+
+    def __init__(self, inner: Embedder):
+        import threading
+
+        self.inner = inner
+        self.model_name, self.dimensions = inner.model_name, inner.dimensions
+        self._lock = threading.Lock()
+        self._local = threading.local()
+
+    @contextmanager
+    def remembering(self) -> Iterator[None]:
+        self._local.memo = {}
+        try:
+            yield
+        finally:
+            self._local.memo = None
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        memo: dict[str, np.ndarray] | None = getattr(self._local, "memo", None)
+        if memo is None or not texts:
+            with self._lock:
+                return self.inner.embed_documents(texts)
+        missing = list(dict.fromkeys(t for t in texts if t not in memo))
+        if missing:
+            with self._lock:
+                memo.update(zip(missing, self.inner.embed_documents(missing)))
+        return np.stack([memo[t] for t in texts])
+
+    def embed_query(self, text: str) -> np.ndarray:
+        with self._lock:
+            return self.inner.embed_query(text)
+
+
+def serialized(embedder: Embedder) -> Serialized:
+    return embedder if isinstance(embedder, Serialized) else Serialized(embedder)

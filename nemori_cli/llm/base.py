@@ -43,6 +43,9 @@ class RawCompletion:
     text: str
     prompt_tokens: int
     completion_tokens: int
+    # Milliseconds the request took when it was asked earlier and this is its answer handed on
+    # (llm/inflight.Replay); None: it was asked just now, and the call's own clock counts it.
+    ms: float | None = None
 
 
 class ChatBackend(Protocol):
@@ -184,6 +187,7 @@ class StructuredLLM:
         problem = last_text = ""
         attempts = 0
         overflow = False
+        earlier_ms = 0.0  # time of answers asked before this call and handed on (a replay)
         for attempt in range(self.retries + 1):
             attempts += 1
             # A retry at temperature 0 would repeat the same answer; a little
@@ -207,9 +211,10 @@ class StructuredLLM:
                     break
                 continue
             except ModelError:
-                self._record(stage, prompt_tokens, completion_tokens, (time.perf_counter() - started) * 1000, attempts, "failed")
+                self._record(stage, prompt_tokens, completion_tokens, (time.perf_counter() - started) * 1000 + earlier_ms, attempts, "failed")
                 raise
             last_text = raw.text
+            earlier_ms += raw.ms or 0.0
             prompt_tokens += raw.prompt_tokens
             completion_tokens += raw.completion_tokens
             try:
@@ -217,10 +222,10 @@ class StructuredLLM:
             except ValidationError as e:
                 problem = _short(e, raw.text)
                 continue
-            ms = (time.perf_counter() - started) * 1000
+            ms = (time.perf_counter() - started) * 1000 + earlier_ms
             self._record(stage, prompt_tokens, completion_tokens, ms, attempts, "ok")
             return Completion(value, prompt_tokens, completion_tokens, ms)
-        ms = (time.perf_counter() - started) * 1000
+        ms = (time.perf_counter() - started) * 1000 + earlier_ms
         self._record(stage, prompt_tokens, completion_tokens, ms, attempts, "failed")
         failure = ContextOverflow if overflow else LLMOutputError
         raise failure(f"{stage.name}: model {self.model_id} gave no valid answer in {attempts} attempt{'s' if attempts != 1 else ''} ({problem})", raw=last_text)

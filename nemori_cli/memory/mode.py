@@ -74,6 +74,15 @@ class Worker:
         """Make this mode's memory of one new episode; the caller holds the transaction."""
         return Made()
 
+    def learned(self) -> list[object]:
+        """Objects holding what this run has learned so far (a self-check's verdict, asked once per run).
+
+        A unit of work may be rolled back and run again (llm/inflight.Replay):
+        the runner saves these objects' attributes before it and puts them back
+        if it is rolled back, so what is learned, and logged, is learned once.
+        """
+        return []
+
     # Modes that make no episodes take messages one at a time instead: the
     # model's decisions first, outside the write lock, then the write inside it.
     def plan_message(self, message: Message) -> object:

@@ -24,6 +24,9 @@ class _FactWorker(Worker):
         self.profile, self.tools = profile, tools
         self.consolidator = consolidate.Consolidator(tools.llm, tools.consolidation) if consolidated else None
 
+    def learned(self) -> list[object]:
+        return [self.consolidator] if self.consolidator is not None else []
+
     def after_episode(self, episode: NewEpisode) -> Made:
         if not self.profile.facts:
             return Made()  # --no-facts: episodes only (the paper's 'w/o semantic memory')

@@ -12,6 +12,14 @@ reads what the previous one wrote: a fact distilled from this episode can be
 evoked and consolidated against by the next. Readers are never blocked (WAL);
 a second writer waits for the write lock (store/db.py: WRITE_WAIT_MS).
 
+With ``workers`` above 1 (`ingest --workers N`, an OpenAI-compatible endpoint),
+the calls that read only the messages (the partition of each window, the
+narration of each episode) are made ahead on other threads (pipeline/ahead.py),
+and this thread, the only one that touches the database, writes the episodes
+in the same order and the same units as without workers, so the episodes are
+the same. At most N requests are in flight (llm/inflight.py), and this
+thread's calls, which every later episode waits on, get the next free one.
+
 When the model or endpoint fails for good (a ModelError), the episode in hand
 is rolled back, the calls made so far are still logged (so `nemori stats`
 counts the fault), and the error goes on with the rest pending. With
@@ -23,20 +31,24 @@ whole memory from fallbacks.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 
 from nemori_cli.domain import IncomingMessage, to_epoch
-from nemori_cli.embed.base import Embedder, identity
+from nemori_cli.embed.base import Embedder, identity, serialized
 from nemori_cli.errors import ModelError
-from nemori_cli.llm.base import StructuredLLM
+from nemori_cli.llm.base import CallLog, StructuredLLM
+from nemori_cli.llm.inflight import NeedAnswer, Replay, SlotBackend, Slots
 from nemori_cli.memory.amem import AmemSettings
 from nemori_cli.memory.consolidate import ConsolidationSettings
 from nemori_cli.memory.mode import NewEpisode, Tools
 from nemori_cli.memory.profile import DEFAULT, Profile, record
 from nemori_cli.memory.semantic import SemanticSettings
 from nemori_cli.pipeline import integrate
+from nemori_cli.pipeline.ahead import Ahead
 from nemori_cli.pipeline.integrate import IntegrationSettings
 from nemori_cli.pipeline.narrate import narrate, narrate_many
 from nemori_cli.pipeline.partition import Group, PartitionSettings, partition
@@ -48,6 +60,9 @@ from nemori_cli.store.db import Database
 from nemori_cli.store.episodes import EpisodeDraft
 
 Progress = Callable[[int, int], None]  # (messages done, messages to do)
+# With workers, the most times one episode's unit of work is run (each run but the last asks the model one
+# request more, outside the write lock); a unit that asks more than this gets its last answers inside it.
+MAX_RUNS = 64
 
 
 @dataclass
@@ -96,7 +111,8 @@ class Pipeline:
     ):
         if window < 2:
             raise ValueError("window must be at least 2")
-        self.db, self.user, self.llm, self.embedder = db, user, llm, embedder
+        # One lock around the embedder: with workers, windows are cut by similarity on another thread.
+        self.db, self.user, self.llm, self.embedder = db, user, llm, serialized(embedder)
         self.window = window
         self.profile = profile
         self.mode = profile.mode
@@ -104,9 +120,13 @@ class Pipeline:
         self.integration = integration
         self.continuation_check = integrate.SelfCheck(llm)
         distilling = SemanticSettings(semantic.evoke_k, semantic.threshold, direct=profile.distill == "direct")
-        self.work = self.mode.start(profile, Tools(db, user, llm, embedder, distilling, consolidation, notes))
+        self.work = self.mode.start(profile, Tools(db, user, llm, self.embedder, distilling, consolidation, notes))
         self.tokens_used = 0  # this run's, counted as _episode drains the call log
         self.stop_when_every_call_fails = stop_when_every_call_fails
+        # Set from another thread (api.ingest_users, when another user's run failed): this run starts no
+        # further episode and returns, the rest pending, as a token budget stops it.
+        self.cancel = threading.Event()
+        self._replay: Replay | None = None  # while workers run: the writer's calls are made outside the write lock
 
     def add_messages(self, incoming: list[IncomingMessage], namespace: str = "") -> int:
         """Store new messages (all or none), index them for search, and the profile; returns how many were new.
@@ -114,14 +134,16 @@ class Pipeline:
         Messages not indexed before (a database made before the message index
         existed) are indexed here too, in the same transaction.
         """
-        with self.db.transaction():
+        with self.db.transaction(user=self.user):
             self.db.bind_embedder(identity(self.embedder), self.embedder.dimensions)
             record(self.db, self.profile)
             added = message_sql.insert_messages(self.db, self.user, incoming, namespace)
             message_index.index_all(self.db, self.user, self.embedder.embed_documents)
             return added
 
-    def process(self, *, flush: bool, progress: Progress | None = None, max_tokens: int | None = None) -> IngestReport:
+    def process(
+        self, *, flush: bool, progress: Progress | None = None, max_tokens: int | None = None, workers: int = 1, slots: Slots | None = None
+    ) -> IngestReport:
         """Turn pending messages into episodes, window by window.
 
         Without ``flush``, a tail shorter than the window waits for more
@@ -129,11 +151,16 @@ class Pipeline:
         conversation it belongs to may go on in the next messages.
         With ``max_tokens``, no episode is started once this run's calls have
         used that many tokens; the first always is, so every run makes progress.
+        With ``workers`` above 1, up to that many requests are in flight
+        (``slots``: a count shared with other runs; by default this run's own);
+        the backend must take requests from several threads (an endpoint).
         """
+        if workers < 1:
+            raise ValueError("workers must be at least 1")
         report = IngestReport()
         self.tokens_used = 0
         try:
-            return self._process(report, flush, progress, max_tokens)
+            return self._process(report, flush, progress, max_tokens, workers, slots)
         except _NothingAnswered as e:
             self._keep_call_log()
             left = self.mode.backlog(self.db, self.user).messages
@@ -151,7 +178,7 @@ class Pipeline:
         """The calls of the unit of work that was rolled back, written on their own: the fault shows in `nemori stats`."""
         calls, events = self.llm.log.drain()
         if calls or events:
-            with self.db.transaction():
+            with self.db.transaction(user=self.user):
                 telemetry.write(self.db, self.user, calls, events)
 
     def _count(self, report: IngestReport, calls, events) -> None:
@@ -172,14 +199,18 @@ class Pipeline:
             last = next((e.detail for e in reversed(self.llm.log.events) if e.kind == "fallback"), "no detail")
             raise _NothingAnswered(total, " ".join(last.split())[:240])
 
-    def _process(self, report: IngestReport, flush: bool, progress: Progress | None, max_tokens: int | None) -> IngestReport:
+    def _process(
+        self, report: IngestReport, flush: bool, progress: Progress | None, max_tokens: int | None, workers: int = 1, slots: Slots | None = None
+    ) -> IngestReport:
         started = time.perf_counter()
 
-        def over_budget() -> bool:
+        def over_budget() -> bool:  # or stopped from outside (``cancel``): no further episode is started
+            if self.cancel.is_set():
+                return True
             report.stopped_by_budget = max_tokens is not None and self.tokens_used >= max_tokens
             return report.stopped_by_budget
 
-        with self.db.transaction():
+        with self.db.transaction(user=self.user):
             record(self.db, self.profile)  # a database made before profiles existed gets one now
         if not self.mode.makes_episodes:
             self._one_by_one(report, over_budget, progress)
@@ -187,8 +218,27 @@ class Pipeline:
             return report
         total = self.mode.backlog(self.db, self.user).messages
         done = 0
-        if progress:
-            progress(0, total)
+
+        def tick(messages: int) -> None:
+            nonlocal done
+            done += messages
+            if progress:
+                progress(done, total)
+
+        tick(0)
+        if workers > 1:
+            self._windows_ahead(report, flush, over_budget, tick, workers, slots or Slots(workers))
+        if not report.stopped_by_budget and not self.cancel.is_set():  # what is left: all of it, or what changed under the look-ahead
+            self._windows(report, flush, over_budget, tick)
+        report.pending = self.mode.backlog(self.db, self.user).messages
+        report.tokens_used = self.tokens_used
+        if report.windows:
+            self.db.checkpoint()
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def _windows(self, report: IngestReport, flush: bool, over_budget: Callable[[], bool], tick: Callable[[int], None]) -> None:
+        """Window by window from the database's buffer, each episode narrated just before it is written."""
         while True:
             window = message_sql.pending(self.db, self.user, limit=self.window)
             full = len(window) >= self.window
@@ -206,18 +256,55 @@ class Pipeline:
                 if over_budget():  # the rest of this window is partitioned again next run
                     break
                 self._episode(group, report, drafts[i] if drafts else None)
-                done += len(group.messages)
-                if progress:
-                    progress(done, total)
+                tick(len(group.messages))
             report.windows += 1
             if report.stopped_by_budget:
                 break
-        report.pending = self.mode.backlog(self.db, self.user).messages
-        report.tokens_used = self.tokens_used
-        if report.windows:
-            self.db.checkpoint()
-        report.seconds = time.perf_counter() - started
-        return report
+
+    def _windows_ahead(
+        self, report: IngestReport, flush: bool, over_budget: Callable[[], bool], tick: Callable[[int], None], workers: int, slots: Slots
+    ) -> None:
+        """The same windows and episodes as `_windows`, their partitions and narrations made ahead (pipeline/ahead.py).
+
+        Each window is checked against the database's buffer before it is
+        written: if another process added or took messages meanwhile, the
+        look-ahead is dropped and `_windows` goes on from what is stored.
+        """
+        raw = self.llm.backend
+        retries = self.llm.retries
+
+        def task_llm() -> StructuredLLM:
+            return StructuredLLM(SlotBackend(raw, slots), CallLog(), retries=retries)
+
+        # This thread's own calls (integration, facts) take slots too, ahead of any look-ahead call waiting,
+        # and are made with no lock held: each unit of work runs again once its answer is in (llm/inflight.Replay).
+        self._replay = Replay(SlotBackend(raw, slots, urgent=True))
+        self.llm.backend = self._replay
+        ahead = Ahead(
+            message_sql.pending(self.db, self.user), window=self.window, flush=flush, make_llm=task_llm,
+            embedder=self.embedder, settings=self.partition_settings, workers=workers,
+        )  # fmt: skip
+        clean = False
+        try:
+            while (planned := ahead.next()) is not None:
+                if not planned.window:
+                    planned.partition.into(self.llm)  # the look-ahead itself failed: raise what it raised
+                head = message_sql.pending(self.db, self.user, limit=self.window)
+                if [m.id for m in head] != [m.id for m in planned.window] or over_budget():
+                    break
+                planned.partition.into(self.llm)  # the cut's calls, stored with the window's first episode
+                for group, draft in zip(planned.groups, planned.drafts):
+                    if over_budget():
+                        break
+                    self._episode(group, report, draft.result().into(self.llm))
+                    tick(len(group.messages))
+                report.windows += 1
+                if report.stopped_by_budget:
+                    break
+            clean = True
+        finally:
+            ahead.stop(wait=clean)
+            self.llm.backend, self._replay = raw, None
 
     # -- a mode without episodes (--memory amem): one message, one transaction --
     def _one_by_one(self, report: IngestReport, over_budget: Callable[[], bool], progress: Progress | None) -> None:
@@ -236,7 +323,7 @@ class Pipeline:
                     break
                 plan = self.work.plan_message(message)  # the model calls, before the write lock is taken
                 self._check_something_answered(report)
-                with self.db.transaction():
+                with self.db.transaction(user=self.user):
                     made = self.work.write_message(plan)
                     if made is None:
                         continue  # another process did this one meanwhile
@@ -256,21 +343,45 @@ class Pipeline:
     # -- one episode, one transaction ------------------------------------
     def _episode(self, group: Group, report: IngestReport, draft: EpisodeDraft | None = None) -> None:
         draft = draft or narrate(group, self.llm)  # the slowest call, made before any lock is taken
-        with self.db.transaction():
-            if not message_sql.still_pending(self.db, self.user, [m.id for m in group.messages]):
-                return  # another process took these messages meanwhile; nothing to add
-            vector = self._vector(draft, group.messages)
-            episode_id, merged = self._integrate(draft, group, vector)
-            report.episodes += 0 if merged else 1
-            report.merged += int(merged)
-            made = self.work.after_episode(NewEpisode(episode_id, draft, tuple(group.messages), vector))
-            report.facts += made.facts
-            report.notes += made.notes
-            self._check_something_answered(report)  # rolls this episode back if nothing of this run answered
-            calls, events = self.llm.log.drain()
-            telemetry.write(self.db, self.user, calls, events)
+        replay = self._replay
+        for attempt in range(MAX_RUNS):
+            if replay is not None and attempt == MAX_RUNS - 1:
+                self.llm.backend = replay.inner  # a unit that never ran through: its last run asks inside the lock, as without workers
+            saved = [(o, dict(vars(o))) for o in self._learned()]
+            logged = len(self.llm.log.calls), len(self.llm.log.events)
+            try:
+                with self.embedder.remembering() if replay else nullcontext(), self.db.transaction(user=self.user):
+                    if not message_sql.still_pending(self.db, self.user, [m.id for m in group.messages]):
+                        return  # another process took these messages meanwhile; nothing to add
+                    vector = self._vector(draft, group.messages)
+                    episode_id, merged = self._integrate(draft, group, vector)
+                    made = self.work.after_episode(NewEpisode(episode_id, draft, tuple(group.messages), vector))
+                    self._check_something_answered(report)  # rolls this episode back if nothing of this run answered
+                    calls, events = self.llm.log.drain()
+                    telemetry.write(self.db, self.user, calls, events)
+                break
+            except NeedAnswer as need:  # rolled back; what this run of it logged and learned goes with it
+                del self.llm.log.calls[logged[0] :], self.llm.log.events[logged[1] :]
+                for o, state in saved:
+                    vars(o).clear()
+                    vars(o).update(state)
+                assert replay is not None
+                replay.fetch(need)  # asked with no lock held; the unit runs again
+            finally:
+                if replay is not None and attempt == MAX_RUNS - 1:
+                    self.llm.backend = replay
+        if replay is not None:
+            replay.clear()
         # Counted once the transaction has committed: what a budget measures is work kept.
+        report.episodes += 0 if merged else 1
+        report.merged += int(merged)
+        report.facts += made.facts
+        report.notes += made.notes
         self._count(report, calls, events)
+
+    def _learned(self) -> list[object]:
+        """What this run has learned so far (its self-checks), kept across a unit that is run again."""
+        return [self.continuation_check, *self.work.learned()] if self._replay is not None else []
 
     def _index_text(self, draft: EpisodeDraft, messages) -> str | None:
         """What the indexes hold for an episode: its narrative (N), or its raw messages (P)."""

@@ -25,6 +25,7 @@ from pathlib import Path
 import os
 
 import apsw
+import numpy as np
 import sqlite_vec
 
 from nemori_cli.errors import StoreError
@@ -48,6 +49,7 @@ def _dict_rows(cursor: apsw.Cursor, row: tuple) -> dict:
 class Database:
     """One connection to one nemori file. Use ``transaction()`` for each unit of work, ``snapshot()`` for a read of several statements."""
 
+    engine = "sqlite"
     _reading = False  # inside snapshot(): a write there would fail midway, so transaction() refuses it
     _identity: tuple[int, int] | None = None  # (device, inode) of the file opened: a file deleted or replaced since is noticed
 
@@ -99,11 +101,13 @@ class Database:
 
     # -- plumbing ---------------------------------------------------------
     @contextmanager
-    def transaction(self) -> Iterator[apsw.Connection]:
+    def transaction(self, user: str | None = None) -> Iterator[apsw.Connection]:
         """All or nothing: an exception (Ctrl-C included) rolls everything back.
 
         The outermost one takes the write lock first (waiting for another
-        writer); a nested one is a savepoint inside it.
+        writer); a nested one is a savepoint inside it. ``user`` names whose
+        unit of work it is: SQLite's one write lock already serialises every
+        unit, so it changes nothing here (PostgreSQL locks per user: store/pg.py).
         """
         if self._reading:
             raise RuntimeError("a write inside Database.snapshot(): take the snapshot after the unit of work, or outside it")
@@ -214,6 +218,10 @@ class Database:
     def close(self) -> None:
         self.conn.close()
 
+    def size_bytes(self) -> int:
+        """The file's size on disk (its -wal log not included)."""
+        return self.path.stat().st_size if str(self.path) != ":memory:" else 0
+
     # -- schema -----------------------------------------------------------
     def _migrate(self) -> None:
         """Apply the migrations this file lacks, each with its record in one transaction; an up-to-date file is only read."""
@@ -302,6 +310,78 @@ class Database:
 
     def has_vectors(self) -> bool:
         return self.embedder_identity() is not None
+
+    # -- search: what each engine says its own way (store/pg.py has the other) --
+    def vector_search(self, table: str, user: str, query, k: int, within=None) -> list[tuple[int, float]]:
+        """(row id, cosine similarity), best first, within one user's partition (and ``within``'s rows)."""
+        # vec0 takes a rowid IN constraint into its KNN scan: the k nearest of the
+        # rows allowed, not the k nearest filtered afterwards.
+        allowed = f" AND rowid IN ({within.sql})" if within else ""
+        rows = self.query(
+            f"SELECT rowid, distance FROM {table} WHERE embedding MATCH ? AND k = ? AND user_id = ?{allowed} ORDER BY distance",
+            (np.asarray(query, dtype=np.float32).tobytes(), k, user, *(within.params if within else ())),
+        )
+        # vec0's cosine metric reports a distance (1 - cosine); report similarity.
+        return [(int(r["rowid"]), 1.0 - float(r["distance"])) for r in rows]
+
+    def text_search(self, fts: str, user: str, words: list[str], k: int, within=None) -> list[tuple[int, float]]:
+        """(row id, BM25 score where higher is better) of rows holding any of ``words``, best first."""
+        if not words:
+            return []
+        allowed = f" AND rowid IN ({within.sql})" if within else ""
+        rows = self.query(
+            f"SELECT rowid, bm25({fts}) AS rank FROM {fts}"
+            f" WHERE {fts} MATCH ? AND user_id = ?{allowed} ORDER BY rank LIMIT ?",
+            (_any_of(words), user, *(within.params if within else ()), k),
+        )
+        return [(int(r["rowid"]), -float(r["rank"])) for r in rows]
+
+    def doc_freq(self, fts: str, words: list[str]) -> dict[str, int]:
+        """How many indexed rows hold each word, from the fts5vocab table beside the index (an unstemmed word may be missing)."""
+        if not words:
+            return {}
+        marks = ",".join("?" * len(words))
+        return {r["term"]: r["doc"] for r in self.query(f"SELECT term, doc FROM {fts}_terms WHERE term IN ({marks})", tuple(words))}
+
+    def text_contains(self, fts: str, user: str, word: str, within=None) -> bool:
+        """Whether any of the user's indexed rows (``within``'s) holds the word (stemmed as the index is)."""
+        allowed = f" AND rowid IN ({within.sql})" if within else ""
+        return self.one(
+            f"SELECT 1 AS x FROM {fts} WHERE {fts} MATCH ? AND user_id = ?{allowed} LIMIT 1",
+            (_any_of([word]), user, *(within.params if within else ())),
+        ) is not None
+
+    # -- tables and space ------------------------------------------------------
+    def table_names(self) -> list[str]:
+        return [r["name"] for r in self.query("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+
+    def columns(self, table: str) -> list[str]:
+        return [r["name"] for r in self.query("SELECT name FROM pragma_table_info(?)", (table,))]
+
+    def erase_on_delete(self) -> None:
+        """Deleted rows' bytes are overwritten in the file, not left in free pages."""
+        self.conn.execute("PRAGMA secure_delete = ON")
+
+    def compact_text_indexes(self) -> None:
+        """Rewrite each FTS5 index, so no segment keeps a deleted row's terms."""
+        for fts in TEXT_INDEXES:
+            self.conn.execute(f"INSERT INTO {fts}({fts}) VALUES ('optimize')")
+
+    def vacuum(self) -> bool:
+        """Rewrite the file without free pages; False when another process's read kept it from running."""
+        try:
+            self.conn.execute("VACUUM")
+        except apsw.BusyError:
+            return False
+        return True
+
+
+TEXT_INDEXES = ("episode_fts", "fact_fts", "note_fts", "message_fts")
+
+
+def _any_of(words: list[str]) -> str:
+    """FTS5 MATCH text for any of the words, each quoted (user text is never FTS5 syntax)."""
+    return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
 
 
 def refuse_unusable(path: Path, *, create: bool) -> None:

@@ -23,7 +23,6 @@ Why each step is needed for "gone from the file":
 
 from __future__ import annotations
 
-import apsw
 
 import json
 from collections.abc import Callable
@@ -36,8 +35,6 @@ from nemori_cli.store import notes as note_sql
 from nemori_cli.store import predictions as prediction_sql
 from nemori_cli.store.db import Database
 
-TEXT_INDEXES = ("episode_fts", "fact_fts", "note_fts", "message_fts")
-
 # Turns a note's text into its vector: needed only to undo what a forgotten
 # note's arrival changed in its neighbours (their vectors are recomputed).
 Reembed = Callable[[str], np.ndarray]
@@ -48,13 +45,13 @@ def _marks(ids: list[int]) -> str:
 
 
 def _secure(db: Database) -> None:
-    db.conn.execute("PRAGMA secure_delete = ON")
+    db.erase_on_delete()
 
 
 def _history(db: Database, table: str, user: str, root: int) -> list[int]:
     """root and every row it superseded, recursively (its merged parts / audit trail)."""
     rows = db.query(
-        f"WITH RECURSIVE chain(id) AS (SELECT ? UNION SELECT t.id FROM {table} t JOIN chain c"
+        f"WITH RECURSIVE chain(id) AS (SELECT CAST(? AS BIGINT) UNION SELECT t.id FROM {table} t JOIN chain c"
         f" ON t.superseded_by = c.id WHERE t.user_id = ?) SELECT id FROM chain ORDER BY id",
         (root, user),
     )
@@ -268,8 +265,7 @@ _USER_TABLES = (
 
 
 def _tables_with_user_column(db: Database) -> list[str]:
-    names = [r["name"] for r in db.query("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
-    return [n for n in names if db.one("SELECT 1 AS x FROM pragma_table_info(?) WHERE name = 'user_id'", (n,))]
+    return [n for n in db.table_names() if "user_id" in db.columns(n)]
 
 
 def stored(db: Database, user: str) -> dict[str, int]:
@@ -297,7 +293,7 @@ def forget_user(db: Database, user: str) -> dict[str, int]:
     counts["note_links"] = db.conn.changes() // 2
     db.conn.execute("DELETE FROM note_evolutions WHERE note_id IN (SELECT id FROM notes WHERE user_id = ?)", (user,))
     counts["note_evolutions"] = db.conn.changes()
-    existing = {r["name"] for r in db.query("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    existing = set(db.table_names())
     for table in _USER_TABLES:
         if table in existing:  # vector tables exist only once an embedder was bound
             db.conn.execute(f"DELETE FROM {table} WHERE user_id = ?", (user,))
@@ -316,12 +312,6 @@ def make_physical(db: Database, *, vacuum: bool = False) -> bool:
     """
     _secure(db)
     with db.transaction():
-        for fts in TEXT_INDEXES:
-            db.conn.execute(f"INSERT INTO {fts}({fts}) VALUES ('optimize')")
-    done = True
-    if vacuum:
-        try:
-            db.conn.execute("VACUUM")
-        except apsw.BusyError:
-            done = False
+        db.compact_text_indexes()
+    done = db.vacuum() if vacuum else True
     return db.checkpoint() and done

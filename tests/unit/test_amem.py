@@ -13,6 +13,7 @@ from nemori_cli.memory.amem import Amem, AmemSettings, NoteSource
 from nemori_cli.memory import modes
 from nemori_cli.memory.profile import Profile, resolve
 from nemori_cli.pipeline.runner import Pipeline
+from tests.conftest import foreign_key_violations
 from nemori_cli.prompts import amem as prompt
 from nemori_cli.retrieval.search import SearchOptions, search
 from nemori_cli.store import forget
@@ -176,7 +177,7 @@ def test_forgetting_a_note_leaves_no_dangling_links_and_undoes_its_evolution(db,
     assert counts["notes"] == 1 and counts["evolutions_undone"] == 2
     assert db.query("SELECT * FROM note_links WHERE note_id = ? OR linked_id = ?", (c, c)) == []
     assert db.query("SELECT * FROM note_evolutions WHERE note_id = ? OR made_by = ?", (c, c)) == []
-    assert db.query("PRAGMA foreign_key_check") == []
+    assert foreign_key_violations(db) == []
     restored = note_sql.get(db, "u", a)
     assert restored.context == original and restored.tags == ("plans",) and c not in restored.links
     assert note_sql.text_search(db, "u", "secret", 5) == []  # the undone context left the index too
@@ -274,7 +275,7 @@ def test_nemori_plus_amem_stores_facts_as_notes_and_predicts_from_them(db, llm, 
         raise AssertionError(title)
 
     backend.default = answer
-    from tests.conftest import make_messages
+    from tests.conftest import foreign_key_violations, make_messages
 
     for topic in ("sailing", "more-sailing"):
         pipe = Pipeline(db, "u", llm, embedder, profile=resolve(db, {"memory": "nemori+amem", "integrate": False}))
@@ -325,7 +326,7 @@ def test_a_plan_made_before_the_lock_never_writes_over_newer_changes(db, llm, ba
         new = amem.write(db, "u", plan)
     assert note_sql.get(db, "u", new).links == (b,)  # the forgotten neighbour is not linked
     assert note_sql.get(db, "u", b).context == "Someone else changed this."  # the newer change stands
-    assert db.query("PRAGMA foreign_key_check") == []
+    assert foreign_key_violations(db) == []
 
 
 def test_an_interrupted_amem_ingest_keeps_whole_notes_and_resumes(db, llm, backend, embedder):
@@ -346,7 +347,7 @@ def test_an_interrupted_amem_ingest_keeps_whole_notes_and_resumes(db, llm, backe
     assert note_sql.count(db, "u") == 3 and note_sql.count_unnoted(db, "u") == 2
     report = Pipeline(db, "u", llm, embedder, profile=resolve(db, {})).process(flush=True)
     assert report.notes == 2 and note_sql.count_unnoted(db, "u") == 0
-    assert db.query("PRAGMA foreign_key_check") == []
+    assert foreign_key_violations(db) == []
 
 
 def test_a_tag_list_copied_into_a_context_is_cut_off():

@@ -4,7 +4,7 @@ import pytest
 from nemori_cli.errors import StoreError
 from nemori_cli.store.db import Database
 from nemori_cli.store.episodes import EpisodeDraft, add, text_search, vector_search
-from nemori_cli.store.index import fts_query
+from nemori_cli.store.index import search_words
 from nemori_cli.store.migrations import MIGRATIONS
 from nemori_cli.store import messages as message_sql
 from tests.conftest import make_messages
@@ -72,9 +72,9 @@ def test_text_search_quotes_user_text_and_filters_users(db):
     db.bind_embedder("x:3", 3)
     e = _episode(db, "a", [1, 0, 0], title="Climbing gym", narrative="Priya went bouldering")
     _episode(db, "b", [1, 0, 0], title="Climbing gym", narrative="Someone else")
-    assert fts_query('gym" OR (x') == '"gym" OR "x"'
-    assert fts_query("when did she go") == '"go"'  # stopwords dropped...
-    assert fts_query("when did she") == '"when" OR "did" OR "she"'  # ...unless nothing else is left
+    assert search_words('gym" OR (x') == ["gym", "x"]
+    assert search_words("when did she go") == ["go"]  # stopwords dropped...
+    assert search_words("when did she") == ["when", "did", "she"]  # ...unless nothing else is left
     assert [h[0] for h in text_search(db, "a", 'climbing AND "gym', 10)] == [e]
     assert text_search(db, "a", "?!", 10) == []
 

@@ -21,7 +21,7 @@ from nemori_cli.errors import StoreError
 from nemori_cli.store import db as db_module
 from nemori_cli.store import messages as message_sql
 from nemori_cli.store.db import Database
-from tests.conftest import REPO, make_messages
+from tests.conftest import sqlite_only, REPO, make_messages
 
 
 def nemori(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -87,6 +87,7 @@ def test_ingest_into_another_applications_file_is_refused_before_a_model_loads(f
 
 def test_a_read_only_database_is_refused_before_a_model_loads(tmp_path, monkeypatch, db):
     """Root may write anywhere, so the permission is denied through os.access (what the check asks)."""
+    sqlite_only(db, "a file's permissions; a server says what a login may write")
     real = os.access
     monkeypatch.setattr(db_module.os, "access", lambda p, mode: False if mode == os.W_OK and str(p) == str(db.path) else real(p, mode))
     with pytest.raises(StoreError, match="read-only"):

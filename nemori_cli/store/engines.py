@@ -1,0 +1,27 @@
+"""Which engine a store target opens: a postgresql:// URL is a server (store/pg.py), anything else a SQLite file (store/db.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nemori_cli.config import is_store_url
+from nemori_cli.errors import StoreError
+from nemori_cli.store.db import Database
+
+
+def open_store(target: str | Path, *, create: bool = True, schema: int | None = None, read_only: bool = False):
+    """The store at ``target``: a Database (SQLite) or a PgDatabase (PostgreSQL), migrated to the current schema."""
+    if is_store_url(str(target)):
+        try:
+            import psycopg  # noqa: F401
+            import pgvector  # noqa: F401
+        except ImportError:
+            raise StoreError("a PostgreSQL store needs psycopg and pgvector: pip install 'nemori-cli[postgres]'") from None
+        from nemori_cli.store.pg import PgDatabase
+
+        return PgDatabase(str(target), create=create, schema=schema, read_only=read_only)
+    if read_only:
+        from nemori_cli.store.readonly import ReadOnlyDatabase
+
+        return ReadOnlyDatabase(Path(target))
+    return Database(Path(target), create=create, schema=schema)

@@ -1,0 +1,358 @@
+"""The PostgreSQL engine: the store on a server (psycopg 3, pgvector, full text by tsvector).
+
+``--db postgresql://...`` (or NEMORI_DB) opens one. It offers what
+store/db.py's SQLite Database offers, so the store modules run unchanged on
+either: ``conn.execute`` with SQLite's SQL (store/pg_dialect.py says it in
+PostgreSQL's words), ``query``/``one``, ``transaction``/``snapshot``, the
+meta table and the embedder binding, and the engine's own search methods.
+
+Guarantees, and how they hold here:
+
+- a unit of work is one transaction (an exception rolls it back); a nested
+  one is a savepoint;
+- a unit of work for one user (``transaction(user=...)``) first takes that
+  user's advisory lock: two processes ingesting the same user take turns,
+  and the second re-reads what the first committed (the pipeline checks its
+  messages are still pending inside the lock), so no message lands in two
+  episodes; different users never wait for each other;
+- a read of several statements (``snapshot``) is one REPEATABLE READ, READ
+  ONLY transaction;
+- migrations and the creation of the vector tables run under one store-wide
+  advisory lock, so processes opening a new store together make it once;
+- a server that cannot be reached, refuses the login, or drops the
+  connection becomes one StoreError line naming the server (the password is
+  never shown) and what happened to the unit of work.
+"""
+
+from __future__ import annotations
+
+import decimal
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+import numpy as np
+
+from nemori_cli.config import is_store_url, shown_url
+from nemori_cli.errors import StoreError
+from nemori_cli.store.pg_dialect import translate
+from nemori_cli.store.pg_migrations import MIGRATIONS
+
+VECTOR_TABLES = ("episode_vec", "fact_vec", "note_vec", "message_vec")
+TEXT_TABLES = ("episode_fts", "fact_fts", "note_fts", "message_fts")
+_STORE_LOCK = 0x6E656D6F  # "nemo": the advisory lock of schema changes
+_USER_LOCKS = 0x6E657573  # the namespace of per-user advisory locks
+
+
+def _value(v):
+    """A value from PostgreSQL as SQLite would have given it: sums are numbers, vectors are float32 bytes."""
+    if isinstance(v, decimal.Decimal):
+        return int(v) if v == v.to_integral_value() else float(v)
+    if isinstance(v, np.ndarray):
+        return np.asarray(v, dtype=np.float32).tobytes()
+    return v
+
+
+def _param(v):
+    """A parameter as PostgreSQL takes it: the store's only BLOBs are float32 vectors, numpy scalars are Python numbers."""
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        from pgvector import Vector
+
+        return Vector(np.frombuffer(bytes(v), dtype=np.float32))
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+
+
+def _params(params):
+    if isinstance(params, dict):
+        return {k: _param(v) for k, v in params.items()}
+    return tuple(_param(v) for v in params)
+
+
+class PgConnection:
+    """The connection surface the store modules use (apsw's, in the part they need), over psycopg."""
+
+    def __init__(self, raw, name: str):
+        self.raw, self.name = raw, name
+        self._changes = 0
+        self._total = 0
+
+    def _run(self, sql: str, params=()):
+        import psycopg
+
+        text, parameterised = translate(sql)
+        try:
+            cur = self.raw.execute(text, _params(params) if parameterised else None)
+        except psycopg.OperationalError as e:
+            raise StoreError(f"PostgreSQL at {self.name}: {_first_line(e)}; this unit of work was rolled back: rerun to resume") from None
+        self._changes = max(cur.rowcount, 0)
+        self._total += self._changes
+        return cur
+
+    def execute(self, sql: str, params=()) -> list[dict]:
+        cur = self._run(sql, params)
+        if cur.description is None:
+            return []
+        return [{k: _value(v) for k, v in row.items()} for row in cur.fetchall()]
+
+    def executemany(self, sql: str, seq) -> None:
+        for params in seq:  # psycopg's executemany pipelines; one by one keeps changes() and errors per row simple
+            self._run(sql, params)
+
+    def last_insert_rowid(self) -> int:
+        return int(self.raw.execute("SELECT lastval() AS v").fetchone()["v"])
+
+    def changes(self) -> int:
+        return self._changes
+
+    def total_changes(self) -> int:
+        return self._total
+
+    @property
+    def in_transaction(self) -> bool:
+        from psycopg.pq import TransactionStatus
+
+        return self.raw.info.transaction_status != TransactionStatus.IDLE
+
+
+def _first_line(e: Exception) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
+
+
+class PgDatabase:
+    """One connection to one nemori store on a PostgreSQL server."""
+
+    engine = "postgresql"
+
+    def __init__(self, url: str, *, create: bool = True, schema: int | None = None, read_only: bool = False):
+        import psycopg
+        from psycopg.rows import dict_row
+
+        self.url = url
+        self.path = shown_url(url)  # what messages name the store by, as a file's path on SQLite
+        self._schema = schema
+        self._reading = False
+        try:
+            raw = psycopg.connect(url, autocommit=True, row_factory=dict_row, connect_timeout=10)
+        except psycopg.Error as e:
+            raise StoreError(f"cannot connect to PostgreSQL at {self.path}: {_first_line(e)}") from None
+        self.conn = PgConnection(raw, self.path)
+        try:
+            if read_only:
+                self.conn.execute("SET default_transaction_read_only = on")
+                self._refuse_unusable(create=False)
+            else:
+                self._prepare(create)
+            if self.schema_version() > max(m[0] for m in MIGRATIONS):
+                raise StoreError(f"{self.path} was written by a newer nemori (schema {self.schema_version()}); upgrade nemori")
+            self._register_vectors()
+        except psycopg.Error as e:
+            raw.close()
+            raise StoreError(f"PostgreSQL at {self.path}: {_first_line(e)}") from None
+        except BaseException:
+            raw.close()
+            raise
+
+    def _prepare(self, create: bool) -> None:
+        with self.transaction():
+            self.conn.execute(f"SELECT pg_advisory_xact_lock({_STORE_LOCK})")
+            self._refuse_unusable(create)
+            self.conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            self.conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations (id INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
+            )
+        newest = max(m[0] for m in MIGRATIONS)
+        applied = self._applied()
+        if applied and max(applied) > newest:
+            return  # refused by the caller, with the version
+        from nemori_cli.store.db import now_iso
+
+        for number, name, sql in MIGRATIONS:
+            if self._schema is not None and number > self._schema:
+                break
+            with self.transaction():  # the migration and its record together, under the lock (another process may have run it)
+                self.conn.execute(f"SELECT pg_advisory_xact_lock({_STORE_LOCK})")
+                if number in self._applied():
+                    continue
+                self.conn.execute(sql)
+                self.conn.execute("INSERT INTO schema_migrations(id, name, applied_at) VALUES (?, ?, ?)", (number, name, now_iso()))
+
+    def _refuse_unusable(self, create: bool) -> None:
+        """Refuse another application's tables (never touched), and a store that is not there when it may not be made."""
+        if self.one("SELECT to_regclass('schema_migrations') IS NOT NULL AS x")["x"]:
+            return
+        if self.one("SELECT count(*) AS n FROM pg_tables WHERE schemaname = current_schema()")["n"]:
+            raise StoreError(f"{self.path} holds tables of another application (no nemori schema); use another database or schema")
+        if not create:
+            raise StoreError(f"no nemori store at {self.path} (--db / NEMORI_DB); run `nemori ingest` first")
+
+    def _register_vectors(self) -> None:
+        """psycopg learns pgvector's type (once the extension exists), so vectors travel in binary."""
+        if self.one("SELECT 1 AS x FROM pg_type WHERE typname = 'vector'"):
+            from pgvector.psycopg import register_vector
+
+            register_vector(self.conn.raw)
+
+    def _applied(self) -> set[int]:
+        if not self.one("SELECT to_regclass('schema_migrations') IS NOT NULL AS x")["x"]:
+            return set()
+        return {r["id"] for r in self.query("SELECT id FROM schema_migrations")}
+
+    def schema_version(self) -> int:
+        applied = self._applied()
+        return max(applied) if applied else 0
+
+    # -- plumbing ---------------------------------------------------------
+    @contextmanager
+    def transaction(self, user: str | None = None) -> Iterator[PgConnection]:
+        """All or nothing; with ``user``, after taking that user's lock (the same user's units of work take turns)."""
+        import psycopg
+
+        if self._reading:
+            raise RuntimeError("a write inside Database.snapshot(): take the snapshot after the unit of work, or outside it")
+        try:
+            with self.conn.raw.transaction():
+                if user is not None:
+                    self.conn.execute(f"SELECT pg_advisory_xact_lock({_USER_LOCKS}, hashtext(?))", (user,))
+                yield self.conn
+        except psycopg.OperationalError as e:
+            raise StoreError(f"PostgreSQL at {self.path}: {_first_line(e)}; this unit of work was rolled back: rerun to resume") from None
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        if self.conn.in_transaction:
+            yield
+            return
+        self.conn.raw.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        self._reading = True
+        try:
+            yield
+        finally:
+            self._reading = False
+            self.conn.raw.execute("COMMIT")
+
+    def query(self, sql: str, params: tuple | dict = ()) -> list[dict]:
+        return self.conn.execute(sql, params)
+
+    def one(self, sql: str, params: tuple | dict = ()) -> dict | None:
+        rows = self.query(sql, params)
+        return rows[0] if rows else None
+
+    def checkpoint(self) -> bool:
+        return True  # the server writes its log back by itself
+
+    def close(self) -> None:
+        self.conn.raw.close()
+
+    def size_bytes(self) -> int:
+        """The database's size on the server (every table and index of it)."""
+        return int(self.one("SELECT pg_database_size(current_database()) AS n")["n"])
+
+    # -- meta (same statements as SQLite) ------------------------------------
+    def get_meta(self, key: str) -> str | None:
+        row = self.one("SELECT value FROM meta WHERE key = ?", (key,))
+        return row["value"] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.conn.execute(
+            "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+    def embedder_identity(self) -> str | None:
+        return self.get_meta("embedder")
+
+    def check_embedder(self, identity: str) -> None:
+        stored = self.embedder_identity()
+        if stored is not None and stored != identity:
+            raise StoreError(
+                f"{self.path} was built with embedder {stored}, not {identity}; "
+                "use --embedder with the original one, or another --db"
+            )
+
+    def bind_embedder(self, identity: str, dimensions: int) -> None:
+        self.check_embedder(identity)
+        if self.embedder_identity() == identity:
+            return
+        with self.transaction():
+            self.conn.execute(f"SELECT pg_advisory_xact_lock({_STORE_LOCK})")
+            if self.embedder_identity() == identity:
+                return  # another process bound it meanwhile
+            self.check_embedder(identity)
+            for table in VECTOR_TABLES:
+                self.conn.execute(
+                    f"CREATE TABLE IF NOT EXISTS {table} ("
+                    f" rowid BIGINT PRIMARY KEY, user_id TEXT NOT NULL, embedding vector({int(dimensions)}) NOT NULL)"
+                )
+                self.conn.execute(f"CREATE INDEX IF NOT EXISTS {table}_user ON {table} (user_id)")
+            self.set_meta("embedder", identity)
+        self._register_vectors()
+
+    def has_vectors(self) -> bool:
+        return self.embedder_identity() is not None
+
+    # -- search --------------------------------------------------------------
+    def vector_search(self, table: str, user: str, query: np.ndarray, k: int, within=None) -> list[tuple[int, float]]:
+        """Exact cosine KNN within the user's rows (pgvector's ``<=>`` is the cosine distance)."""
+        allowed = f" AND rowid IN ({within.sql})" if within else ""
+        rows = self.query(
+            f"SELECT rowid, embedding <=> ? AS distance FROM {table} WHERE user_id = ?{allowed} ORDER BY distance LIMIT ?",
+            (np.asarray(query, dtype=np.float32).tobytes(), user, *(within.params if within else ()), k),
+        )
+        return [(int(r["rowid"]), 1.0 - float(r["distance"])) for r in rows]
+
+    def text_search(self, fts: str, user: str, words: list[str], k: int, within=None) -> list[tuple[int, float]]:
+        """Any of ``words`` (stemmed by the 'english' configuration), ranked by ts_rank_cd, best first."""
+        if not words:
+            return []
+        allowed = f" AND rowid IN ({within.sql})" if within else ""
+        rows = self.query(
+            f"SELECT rowid, ts_rank_cd(tsv, q) AS rank FROM {fts}, to_tsquery('english', ?) AS q"
+            f" WHERE tsv @@ q AND user_id = ?{allowed} ORDER BY rank DESC, rowid LIMIT ?",
+            (_any_of(words), user, *(within.params if within else ()), k),
+        )
+        return [(int(r["rowid"]), float(r["rank"])) for r in rows]
+
+    def doc_freq(self, fts: str, words: list[str]) -> dict[str, int]:
+        """How many indexed rows contain each word (through the GIN index)."""
+        out = {}
+        for w in words:
+            row = self.one(f"SELECT count(*) AS n FROM {fts} WHERE tsv @@ to_tsquery('english', ?)", (_any_of([w]),))
+            out[w] = int(row["n"]) if row else 0
+        return out
+
+    def text_contains(self, fts: str, user: str, word: str, within=None) -> bool:
+        allowed = f" AND rowid IN ({within.sql})" if within else ""
+        return self.one(
+            f"SELECT 1 AS x FROM {fts} WHERE tsv @@ to_tsquery('english', ?) AND user_id = ?{allowed} LIMIT 1",
+            (_any_of([word]), user, *(within.params if within else ())),
+        ) is not None
+
+    # -- tables and space -------------------------------------------------------
+    def table_names(self) -> list[str]:
+        return [r["name"] for r in self.query("SELECT tablename AS name FROM pg_tables WHERE schemaname = current_schema() ORDER BY tablename")]
+
+    def columns(self, table: str) -> list[str]:
+        rows = self.query(
+            "SELECT column_name AS name FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = ?"
+            " ORDER BY ordinal_position",
+            (table,),
+        )
+        return [r["name"] for r in rows]
+
+    def erase_on_delete(self) -> None:
+        """Nothing to switch on: PostgreSQL frees a deleted row's space at VACUUM (docs/RELIABILITY.md says to run it)."""
+
+    def compact_text_indexes(self) -> None:
+        """Nothing to do: a GIN index drops deleted rows at VACUUM."""
+
+    def vacuum(self) -> bool:
+        for table in self.table_names():
+            self.conn.execute(f'VACUUM "{table}"')  # outside a transaction: the connection is in autocommit
+        return True
+
+
+def _any_of(words: list[str]) -> str:
+    """A tsquery matching any of the words; each word is letters and digits only, so nothing in it is an operator."""
+    safe = [re.sub(r"\W+", " ", w).strip() for w in words]
+    return " | ".join(f"'{w}'" for w in safe if w)

@@ -164,7 +164,7 @@ def import_cmd(
     from nemori_cli.store import restore
 
     settings = opt.settings(db_path, None)
-    done = restore.restore(Path(source), settings.db_path)
+    done = restore.restore(Path(source), settings.db_url or settings.db_path)
     shown = ", ".join(f"{n} {t.replace('_', ' ')}" for t, n in done.counts.items() if not t.endswith(("_fts", "_vec")))
     upgraded = f" (an export of schema {done.schema}, upgraded to {restore.NEWEST})" if done.schema < restore.NEWEST else ""
-    console().print(f"restored user {done.user} into {settings.db_path}: {shown or 'nothing'}{upgraded}", soft_wrap=True, markup=False)
+    console().print(f"restored user {done.user} into {settings.store_name}: {shown or 'nothing'}{upgraded}", soft_wrap=True, markup=False)

@@ -218,6 +218,11 @@ class Database:
     def close(self) -> None:
         self.conn.close()
 
+    errors = apsw.Error  # what a refused statement raises (restore names the row it came from)
+
+    def ids_restored(self) -> None:
+        """After rows were inserted with their own ids: nothing to do, SQLite's next rowid follows the largest."""
+
     def size_bytes(self) -> int:
         """The file's size on disk (its -wal log not included)."""
         return self.path.stat().st_size if str(self.path) != ":memory:" else 0

@@ -63,6 +63,8 @@ def _q(name: str) -> str:
 
 def tables(db: Database) -> list[Table]:
     """Every table that holds a user's rows, ordinary tables first (in the order they were created), then indexes, then vectors."""
+    if db.engine == "postgresql":
+        return _pg_tables(db)
     master = db.query("SELECT name, sql FROM sqlite_master WHERE type = 'table' ORDER BY rowid")
     virtual = {r["name"]: _VIRTUAL.match(r["sql"] or "").group(1).lower() for r in master if _VIRTUAL.match(r["sql"] or "")}
     shadows = _shadow_tables(db, list(virtual))
@@ -134,6 +136,73 @@ def _owner(db: Database, name: str, columns: tuple[str, ...], owned: dict[str, T
         if fk["table"] in owned
     ]
     return "(" + " OR ".join(parents) + ")" if parents else None
+
+
+def _pg_tables(db) -> list[Table]:
+    """The same records from a PostgreSQL store: its full-text and vector tables keep the row id in a ``rowid`` column.
+
+    The records are those a SQLite file of the same schema exports (the
+    generated ``tsv`` column is left out), so an export moves a user's memory
+    between the engines either way.
+    """
+    from nemori_cli.store.pg import TEXT_TABLES, VECTOR_TABLES
+
+    names = [
+        r["name"]
+        for r in db.query(
+            "SELECT c.relname AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = current_schema() AND c.relkind = 'r' ORDER BY c.oid"
+        )
+        if r["name"] not in FILE_LEVEL
+    ]
+    fks = db.query(
+        "SELECT cl.relname AS child, a.attname AS col, pcl.relname AS parent, pa.attname AS pcol"
+        " FROM pg_constraint k JOIN pg_class cl ON cl.oid = k.conrelid JOIN pg_class pcl ON pcl.oid = k.confrelid"
+        " JOIN pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = k.conkey[1]"
+        " JOIN pg_attribute pa ON pa.attrelid = k.confrelid AND pa.attnum = k.confkey[1]"
+        " WHERE k.contype = 'f' AND cl.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema())"
+    )
+    found: dict[str, Table] = {}
+    pending = list(names)
+    while pending:
+        progress = False
+        for name in list(pending):
+            columns = tuple(
+                r["name"]
+                for r in db.query(
+                    "SELECT column_name AS name FROM information_schema.columns WHERE table_schema = current_schema()"
+                    " AND table_name = ? AND is_generated = 'NEVER' ORDER BY ordinal_position",
+                    (name,),
+                )
+            )
+            if "user_id" in columns:
+                owner = '"user_id" = :user'
+            else:
+                parents = [
+                    f"{_q(f['col'])} IN (SELECT {_q(f['pcol'])} FROM {found[f['parent']].quoted} WHERE {found[f['parent']].owner})"
+                    for f in fks
+                    if f["child"] == name and f["parent"] in found
+                ]
+                owner = "(" + " OR ".join(parents) + ")" if parents else None
+            if owner is None:
+                continue
+            if name in TEXT_TABLES or name in VECTOR_TABLES:
+                kind = "text" if name in TEXT_TABLES else "vectors"
+                found[name] = Table(name, kind, tuple(c for c in columns if c != "rowid"), owner, rowid=True, order="ORDER BY rowid")
+            else:
+                keys = db.query(
+                    "SELECT a.attname AS name FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)"
+                    " WHERE i.indrelid = ?::regclass AND i.indisprimary ORDER BY array_position(i.indkey, a.attnum)",
+                    (name,),
+                )
+                order = "ORDER BY " + ", ".join(_q(k["name"]) for k in keys) if keys else ""
+                found[name] = Table(name, "rows", columns, owner, rowid=False, order=order)
+            pending.remove(name)
+            progress = True
+        if not progress:
+            raise StoreError(f"cannot tell whose rows table {', '.join(pending)} holds (no user_id column, no foreign key to a user's table); export would lose it")
+    rank = {"rows": 0, "text": 1, "vectors": 2}
+    return sorted(found.values(), key=lambda t: rank[t.kind])
 
 
 def encode(value):

@@ -34,7 +34,7 @@ import numpy as np
 
 from nemori_cli.config import is_store_url, shown_url
 from nemori_cli.errors import StoreError
-from nemori_cli.store.pg_dialect import translate
+from nemori_cli.store.pg_dialect import named, translate
 from nemori_cli.store.pg_migrations import MIGRATIONS
 
 VECTOR_TABLES = ("episode_vec", "fact_vec", "note_vec", "message_vec")
@@ -49,6 +49,8 @@ def _value(v):
         return int(v) if v == v.to_integral_value() else float(v)
     if isinstance(v, np.ndarray):
         return np.asarray(v, dtype=np.float32).tobytes()
+    if hasattr(v, "to_numpy"):  # pgvector's Vector
+        return np.asarray(v.to_numpy(), dtype=np.float32).tobytes()
     return v
 
 
@@ -81,6 +83,8 @@ class PgConnection:
         import psycopg
 
         text, parameterised = translate(sql)
+        if isinstance(params, dict) and params:  # apsw's :name parameters (export's queries)
+            text, parameterised = named(sql), True
         try:
             cur = self.raw.execute(text, _params(params) if parameterised else None)
         except psycopg.OperationalError as e:
@@ -243,6 +247,20 @@ class PgDatabase:
 
     def close(self) -> None:
         self.conn.raw.close()
+
+    @property
+    def errors(self):
+        """What a refused statement raises (restore names the row it came from)."""
+        import psycopg
+
+        return psycopg.Error
+
+    def ids_restored(self) -> None:
+        """After rows were inserted with their own ids: each id sequence moves past the largest, so new rows do not collide."""
+        for table in self.table_names():
+            seq = self.one("SELECT pg_get_serial_sequence(?, 'id') AS s", (table,)) if "id" in self.columns(table) else None
+            if seq and seq["s"]:
+                self.conn.execute(f"SELECT setval(?, greatest((SELECT max(id) FROM {table}), 1))", (seq["s"],))
 
     def size_bytes(self) -> int:
         """The database's size on the server (every table and index of it)."""

@@ -132,6 +132,21 @@ def _insert_or(sql: str) -> str:
     return body.rstrip().rstrip(";") + f" ON CONFLICT ({', '.join(key)}) DO UPDATE SET {updates}"
 
 
+_NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+
+
+@lru_cache(maxsize=256)
+def named(sql: str) -> str:
+    """A statement with apsw's ``:name`` parameters, with psycopg's ``%(name)s`` instead (``::type`` casts untouched)."""
+    out = []
+    for quoted, piece in _outside_quotes(sql):
+        if quoted:
+            out.append(piece.replace("%", "%%"))
+            continue
+        out.append(_NAMED.sub(lambda m: f"%({m.group(1)})s", piece.replace("%", "%%")))
+    return _functions("".join(out))
+
+
 _NULL_SAFE = re.compile(r"\bIS\s+(NOT\s+)?\?", re.IGNORECASE)
 
 

@@ -11,6 +11,9 @@ both lists. Differences from SQLite, and why:
   the store inserts and deletes index rows with the same statements on
   both engines. The fts5vocab term tables have no counterpart: a word's
   document count comes from the GIN index (PgDatabase.doc_freq);
+- foreign keys are DEFERRABLE (checked at once, as SQLite's are, unless a
+  transaction defers them): import-memory restores a fact before the later
+  fact that replaced it, and checks every reference at the end;
 - the backfills of migration 7 are absent: a PostgreSQL store began at
   schema 7, so it never held rows of an older schema to backfill.
 
@@ -69,7 +72,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
             content     TEXT NOT NULL,
             ts          TEXT NOT NULL,
             ts_epoch    DOUBLE PRECISION NOT NULL,
-            episode_id  BIGINT REFERENCES episodes(id),
+            episode_id  BIGINT REFERENCES episodes(id) DEFERRABLE,
             ingested_at TEXT NOT NULL,
             UNIQUE (user_id, msg_key)
         );
@@ -112,14 +115,14 @@ MIGRATIONS: list[tuple[int, str, str]] = [
             text              TEXT NOT NULL,
             created_at        TEXT NOT NULL,
             status            TEXT NOT NULL DEFAULT 'active',
-            superseded_by     BIGINT REFERENCES facts(id),
+            superseded_by     BIGINT REFERENCES facts(id) DEFERRABLE,
             superseded_reason TEXT,
             superseded_at     TEXT
         );
         CREATE INDEX facts_by_user ON facts(user_id, status);
         CREATE TABLE fact_sources (
-            fact_id    BIGINT NOT NULL REFERENCES facts(id),
-            episode_id BIGINT NOT NULL REFERENCES episodes(id),
+            fact_id    BIGINT NOT NULL REFERENCES facts(id) DEFERRABLE,
+            episode_id BIGINT NOT NULL REFERENCES episodes(id) DEFERRABLE,
             PRIMARY KEY (fact_id, episode_id)
         );
         CREATE INDEX fact_sources_by_episode ON fact_sources(episode_id);
@@ -130,7 +133,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         4,
         "episode integration, fact audit, running summaries",
         """
-        ALTER TABLE episodes ADD COLUMN superseded_by BIGINT REFERENCES episodes(id);
+        ALTER TABLE episodes ADD COLUMN superseded_by BIGINT REFERENCES episodes(id) DEFERRABLE;
         ALTER TABLE episodes ADD COLUMN superseded_at TEXT;
         ALTER TABLE episodes ADD COLUMN superseded_reason TEXT;
         CREATE INDEX episodes_by_successor ON episodes(superseded_by);
@@ -140,7 +143,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
             id          BIGSERIAL PRIMARY KEY,
             user_id     TEXT NOT NULL,
             text        TEXT NOT NULL,
-            episode_id  BIGINT REFERENCES episodes(id),
+            episode_id  BIGINT REFERENCES episodes(id) DEFERRABLE,
             created_at  TEXT NOT NULL
         );
         CREATE INDEX summaries_by_user ON summaries(user_id, id);
@@ -160,8 +163,8 @@ MIGRATIONS: list[tuple[int, str, str]] = [
             tags        TEXT NOT NULL,
             context     TEXT NOT NULL,
             origin      TEXT NOT NULL,
-            message_id  BIGINT REFERENCES messages(id),
-            episode_id  BIGINT REFERENCES episodes(id),
+            message_id  BIGINT REFERENCES messages(id) DEFERRABLE,
+            episode_id  BIGINT REFERENCES episodes(id) DEFERRABLE,
             created_at  TEXT NOT NULL,
             updated_at  TEXT
         );
@@ -169,8 +172,8 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         CREATE UNIQUE INDEX notes_by_message ON notes(message_id) WHERE message_id IS NOT NULL;
         CREATE INDEX notes_by_episode ON notes(episode_id) WHERE episode_id IS NOT NULL;
         CREATE TABLE note_links (
-            note_id    BIGINT NOT NULL REFERENCES notes(id),
-            linked_id  BIGINT NOT NULL REFERENCES notes(id),
+            note_id    BIGINT NOT NULL REFERENCES notes(id) DEFERRABLE,
+            linked_id  BIGINT NOT NULL REFERENCES notes(id) DEFERRABLE,
             made_by    BIGINT NOT NULL,
             created_at TEXT NOT NULL,
             PRIMARY KEY (note_id, linked_id)
@@ -178,7 +181,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         CREATE INDEX note_links_back ON note_links(linked_id);
         CREATE TABLE note_evolutions (
             id         BIGSERIAL PRIMARY KEY,
-            note_id    BIGINT NOT NULL REFERENCES notes(id),
+            note_id    BIGINT NOT NULL REFERENCES notes(id) DEFERRABLE,
             made_by    BIGINT,
             field      TEXT NOT NULL,
             before     TEXT NOT NULL,
@@ -199,7 +202,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         7,
         "facts valid in conversation time, the episode each came from, what each episode's prediction missed",
         """
-        ALTER TABLE facts ADD COLUMN episode_id BIGINT REFERENCES episodes(id);
+        ALTER TABLE facts ADD COLUMN episode_id BIGINT REFERENCES episodes(id) DEFERRABLE;
         ALTER TABLE facts ADD COLUMN valid_from TEXT;
         ALTER TABLE facts ADD COLUMN valid_from_epoch DOUBLE PRECISION;
         ALTER TABLE facts ADD COLUMN valid_until TEXT;
@@ -207,7 +210,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         CREATE INDEX facts_by_validity ON facts(user_id, valid_from_epoch);
         CREATE INDEX facts_by_episode ON facts(episode_id);
         CREATE TABLE episode_predictions (
-            episode_id BIGINT PRIMARY KEY REFERENCES episodes(id),
+            episode_id BIGINT PRIMARY KEY REFERENCES episodes(id) DEFERRABLE,
             user_id    TEXT NOT NULL,
             method     TEXT NOT NULL,
             predicted  TEXT,

@@ -33,8 +33,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import apsw
 
+from nemori_cli.config import is_store_url
 from nemori_cli.errors import ImportRefused, InputError, StoreError
 from nemori_cli.store import export
 from nemori_cli.store.db import Database, refuse_read_only, refuse_unusable
@@ -58,8 +58,10 @@ class Restored:
     schema: int  # the export's schema; the file is at NEWEST now
 
 
-def restore(source: Path, target: Path) -> Restored:
-    """Restore the export at ``source`` into ``target`` (absent, empty, or a nemori file without memory)."""
+def restore(source: Path, target: Path | str) -> Restored:
+    """Restore the export at ``source`` into ``target`` (absent, empty, or a nemori file without memory; or a PostgreSQL store's URL)."""
+    if is_store_url(str(target)):
+        return _restore_to_server(source, str(target))
     existing = _existing(target)
     reader = _Reader(source)
     header = reader.header()
@@ -87,6 +89,28 @@ def restore(source: Path, target: Path) -> Restored:
     return Restored(header.user, counts, header.schema)
 
 
+def _restore_to_server(source: Path, url: str) -> Restored:
+    """Into a PostgreSQL store: the same scratch file, built and checked the same way, then copied in one transaction."""
+    import tempfile
+
+    from nemori_cli.store.engines import open_store
+
+    store = open_store(url)  # a dead server or another application's tables fail here, before the export is read
+    try:
+        _refuse_occupied(store, store.path)
+    finally:
+        store.close()
+    reader = _Reader(source)
+    header = reader.header()
+    with tempfile.TemporaryDirectory(prefix="nemori-import-") as folder:
+        scratch = Path(folder) / "scratch.db"
+        counts = _build(scratch, header, reader)
+        if header.schema < NEWEST:
+            Database(scratch).close()
+        _copy_into(scratch, url, header)
+    return Restored(header.user, counts, header.schema)
+
+
 # -- the target ---------------------------------------------------------------
 
 def _existing(target: Path) -> bool:
@@ -110,10 +134,13 @@ def _existing(target: Path) -> bool:
 
 def _refuse_occupied(db: Database, target: Path) -> None:
     """Anyone's rows refuse the target: the export's ids would collide with theirs."""
-    names = {r["name"] for r in db.query("SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE 'CREATE VIRTUAL%'")}
+    if db.engine == "sqlite":
+        names = {r["name"] for r in db.query("SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE 'CREATE VIRTUAL%'")}
+    else:
+        names = set(db.table_names())
     owners: set[str] = set()
     for name in sorted(names):
-        if db.one("SELECT 1 AS x FROM pragma_table_info(?) WHERE name = 'user_id'", (name,)):
+        if "user_id" in db.columns(name):
             owners.update(r["u"] for r in db.query(f'SELECT DISTINCT user_id AS u FROM "{name}"'))
     if owners:
         raise ImportRefused(
@@ -253,14 +280,16 @@ class _Inserter:
             raise fail(f"table {name} has no column {unknown[0]!r}")
         if "user_id" in table.columns and row.get("user_id") != self.user:
             raise fail(f"a row of user {row.get('user_id')!r} in an export of user {self.user!r}")
-        if table.rowid and not isinstance(record.get("rowid"), int):
+        if table.rowid and table.kind != "rows" and not isinstance(record.get("rowid"), int):
             raise fail(f"a row of {name} needs its integer rowid")
+        # An ordinary table's hidden rowid (SQLite's fact_sources) names nothing: a PostgreSQL export has none to give.
+        with_rowid = table.rowid and isinstance(record.get("rowid"), int)
         columns = tuple(row)
         try:
             values = [_decode(v) for v in row.values()]
         except (ValueError, binascii.Error) as e:
             raise fail(f"a value of {name} is not a column value ({e})") from None
-        if table.rowid:
+        if with_rowid:
             columns, values = ("rowid", *columns), [record["rowid"], *values]
         key = (name, columns)
         if key not in self._sql:
@@ -268,14 +297,20 @@ class _Inserter:
             self._sql[key] = f"INSERT INTO {table.quoted}({quoted}) VALUES ({', '.join('?' * len(columns))})"
         try:
             self.db.conn.execute(self._sql[key], values)
-        except apsw.Error as e:
-            raise fail(f"{name} refused the row ({str(e).split(': ', 1)[-1]})") from None
+        except self.db.errors as e:
+            raise fail(f"{name} refused the row ({str(e).splitlines()[0].split(': ', 1)[-1]})") from None
         if table.kind == "rows" and table.order == "ORDER BY rowid":
             self.lines[(name, self.db.conn.last_insert_rowid())] = line
         self.counts[name] += 1
 
     def dangling(self) -> tuple[int | None, str] | None:
         """The first row whose foreign key points at nothing: (its line, what it misses)."""
+        if self.db.engine == "postgresql":
+            try:
+                self.db.conn.execute("SET CONSTRAINTS ALL IMMEDIATE")  # every deferred reference checked now
+            except self.db.errors as e:
+                return None, f"a restored row refers to a row that is not in the export ({str(e).splitlines()[0]})"
+            return None
         for r in self.db.query("PRAGMA foreign_key_check"):
             return self.lines.get((r["table"], r["rowid"])), f"this {r['table']} row refers to a row of {r['parent']} that is not in the export"
         return None
@@ -291,7 +326,7 @@ def _prepare(db: Database, header: Header, target: Path) -> None:
         if key != "embedder":
             db.set_meta(key, value)
     # A fact points at the later fact that replaced it: the references are checked at the end, not row by row.
-    db.conn.execute("PRAGMA defer_foreign_keys = ON")
+    db.conn.execute("PRAGMA defer_foreign_keys = ON" if db.engine == "sqlite" else "SET CONSTRAINTS ALL DEFERRED")
 
 
 def _build(scratch: Path, header: Header, reader: _Reader) -> dict[str, int]:
@@ -324,9 +359,12 @@ def _check_counts(reader: _Reader, counts: dict[str, int]) -> None:
             raise reader.fail(number, f"the closing line counts {said.get(name, 0)} rows of {name}, the file holds {counts.get(name, 0)}: lines are missing or were added")
 
 
-def _copy_into(scratch: Path, target: Path, header: Header) -> None:
+def _copy_into(scratch: Path, target: Path | str, header: Header) -> None:
     """The restored rows into an existing empty database, in one transaction (checked empty again under the write lock)."""
-    src, dst = Database(scratch), Database(target)
+    from nemori_cli.store.engines import open_store
+
+    src, dst = Database(scratch), open_store(target)
+    target = dst.path
     try:
         with dst.transaction():
             _refuse_occupied(dst, target)
@@ -337,6 +375,7 @@ def _copy_into(scratch: Path, target: Path, header: Header) -> None:
                     inserter.insert(record, 0, lambda why: StoreError(f"{target}: {why}; nothing was imported"))
             if inserter.dangling() is not None:
                 raise StoreError(f"{target}: the restored rows do not fit together; nothing was imported")
+            dst.ids_restored()
     finally:
         src.close()
         dst.close()

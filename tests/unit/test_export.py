@@ -211,7 +211,6 @@ def test_the_export_format(world):
 
 def test_every_table_of_the_schema_is_exported_or_derived(db):
     """A migration that adds a table no user owns makes export refuse; this catches it here first."""
-    sqlite_only(db, "export and import read SQLite's schema tables (PostgreSQL: not yet)")
     db.bind_embedder("fake-bow:64", 64)
     found = {t.name: t.kind for t in export.tables(db)}
     assert {n for n, k in found.items() if k == "rows"} >= {
@@ -219,7 +218,7 @@ def test_every_table_of_the_schema_is_exported_or_derived(db):
     }
     assert {n for n, k in found.items() if k == "vectors"} == {"episode_vec", "fact_vec", "note_vec", "message_vec"}
     assert {n for n, k in found.items() if k == "text"} == {"episode_fts", "fact_fts", "note_fts", "message_fts"}
-    left = {r["name"] for r in db.query("SELECT name FROM sqlite_master WHERE type = 'table'")} - set(found)
+    left = set(db.table_names()) - set(found)
     derived = {n for n in left if n.endswith("_terms") or any(n.startswith(v + "_") for v in found if found[v] != "rows")}
     sqlite_own = {n for n in left if n.startswith("sqlite_")}  # sqlite_sequence: vec0's own counters
     assert left - derived - sqlite_own == {"meta", "schema_migrations"}

@@ -291,7 +291,7 @@ class Memory:
         session = self._session("write")  # forgetting never creates a database
         store = session.db
         extra = {"reembed": lambda text: session.embedder.embed_documents([text])[0]} if kind in ("episode", "note") else {}
-        with store.transaction():
+        with store.transaction(user=self.user):  # on PostgreSQL, after this user's ingest units in flight
             counts = getattr(forget_sql, f"forget_{kind}")(store, self.user, *args, **extra)
         if not forget_sql.make_physical(store, vacuum=kind == "user"):
             raise StoreError(
@@ -483,7 +483,9 @@ def ingest_users(
 
         def run(user: str) -> IngestReport:
             try:
-                return runs[user][0].process(flush=flush, workers=workers, slots=slots)
+                # lock_free_calls: SQLite has one write lock per file; a unit of work that held it while the
+                # model answered would hold every other user's.
+                return runs[user][0].process(flush=flush, workers=workers, slots=slots, lock_free_calls=True)
             except BaseException:
                 for other, (pipeline, *_rest) in runs.items():
                     if other != user:

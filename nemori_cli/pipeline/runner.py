@@ -19,6 +19,10 @@ and this thread, the only one that touches the database, writes the episodes
 in the same order and the same units as without workers, so the episodes are
 the same. At most N requests are in flight (llm/inflight.py), and this
 thread's calls, which every later episode waits on, get the next free one.
+Several users' runs writing to one file at once (api.ingest_users) also make
+each episode's own calls with SQLite's one write lock free (``lock_free_calls``,
+llm/inflight.Replay): otherwise one user's unit of work would hold every
+other's while the model answers.
 
 When the model or endpoint fails for good (a ModelError), the episode in hand
 is rolled back, the calls made so far are still logged (so `nemori stats`
@@ -142,7 +146,14 @@ class Pipeline:
             return added
 
     def process(
-        self, *, flush: bool, progress: Progress | None = None, max_tokens: int | None = None, workers: int = 1, slots: Slots | None = None
+        self,
+        *,
+        flush: bool,
+        progress: Progress | None = None,
+        max_tokens: int | None = None,
+        workers: int = 1,
+        slots: Slots | None = None,
+        lock_free_calls: bool = False,
     ) -> IngestReport:
         """Turn pending messages into episodes, window by window.
 
@@ -154,13 +165,17 @@ class Pipeline:
         With ``workers`` above 1, up to that many requests are in flight
         (``slots``: a count shared with other runs; by default this run's own);
         the backend must take requests from several threads (an endpoint).
+        With ``lock_free_calls`` too (several users' runs writing to one file at
+        once), each episode's calls are made with the write lock free
+        (llm/inflight.Replay), at the cost of running its unit of work again
+        after each one (milliseconds each).
         """
         if workers < 1:
             raise ValueError("workers must be at least 1")
         report = IngestReport()
         self.tokens_used = 0
         try:
-            return self._process(report, flush, progress, max_tokens, workers, slots)
+            return self._process(report, flush, progress, max_tokens, workers, slots, lock_free_calls)
         except _NothingAnswered as e:
             self._keep_call_log()
             left = self.mode.backlog(self.db, self.user).messages
@@ -200,7 +215,14 @@ class Pipeline:
             raise _NothingAnswered(total, " ".join(last.split())[:240])
 
     def _process(
-        self, report: IngestReport, flush: bool, progress: Progress | None, max_tokens: int | None, workers: int = 1, slots: Slots | None = None
+        self,
+        report: IngestReport,
+        flush: bool,
+        progress: Progress | None,
+        max_tokens: int | None,
+        workers: int = 1,
+        slots: Slots | None = None,
+        lock_free_calls: bool = False,
     ) -> IngestReport:
         started = time.perf_counter()
 
@@ -227,7 +249,7 @@ class Pipeline:
 
         tick(0)
         if workers > 1:
-            self._windows_ahead(report, flush, over_budget, tick, workers, slots or Slots(workers))
+            self._windows_ahead(report, flush, over_budget, tick, workers, slots or Slots(workers), lock_free_calls)
         if not report.stopped_by_budget and not self.cancel.is_set():  # what is left: all of it, or what changed under the look-ahead
             self._windows(report, flush, over_budget, tick)
         report.pending = self.mode.backlog(self.db, self.user).messages
@@ -262,7 +284,14 @@ class Pipeline:
                 break
 
     def _windows_ahead(
-        self, report: IngestReport, flush: bool, over_budget: Callable[[], bool], tick: Callable[[int], None], workers: int, slots: Slots
+        self,
+        report: IngestReport,
+        flush: bool,
+        over_budget: Callable[[], bool],
+        tick: Callable[[int], None],
+        workers: int,
+        slots: Slots,
+        lock_free_calls: bool,
     ) -> None:
         """The same windows and episodes as `_windows`, their partitions and narrations made ahead (pipeline/ahead.py).
 
@@ -276,10 +305,11 @@ class Pipeline:
         def task_llm() -> StructuredLLM:
             return StructuredLLM(SlotBackend(raw, slots), CallLog(), retries=retries)
 
-        # This thread's own calls (integration, facts) take slots too, ahead of any look-ahead call waiting,
-        # and are made with no lock held: each unit of work runs again once its answer is in (llm/inflight.Replay).
-        self._replay = Replay(SlotBackend(raw, slots, urgent=True))
-        self.llm.backend = self._replay
+        # This thread's own calls (integration, facts) take slots too, ahead of any look-ahead call waiting;
+        # with lock_free_calls, with no lock held: each unit of work runs again once its answer is in (llm/inflight.Replay).
+        writer = SlotBackend(raw, slots, urgent=True)
+        self._replay = Replay(writer) if lock_free_calls else None
+        self.llm.backend = self._replay or writer
         ahead = Ahead(
             message_sql.pending(self.db, self.user), window=self.window, flush=flush, make_llm=task_llm,
             embedder=self.embedder, settings=self.partition_settings, workers=workers,

@@ -11,14 +11,21 @@ from tests.unit.fake_ingest import conversation, isolate, use_fake_answers, use_
 pytest.importorskip("mcp")
 
 
-@pytest.fixture()
-def memories(monkeypatch, tmp_path):
+@pytest.fixture(params=["sqlite", "postgresql"])
+def memories(request, monkeypatch, tmp_path):
+    """The server's memories in a SQLite file, then in a new database on the test PostgreSQL server."""
     from nemori_cli.mcp_server.server import Memories
 
     isolate(monkeypatch, tmp_path)
     use_fakes(monkeypatch)
     use_fake_answers(monkeypatch)
-    made = Memories(str(tmp_path / "m.db"), "ann", any_user=False, model=None, embedder=None, answer_model=None)
+    if request.param == "sqlite":
+        target = str(tmp_path / "m.db")
+    else:
+        from tests.support.postgres import new_database
+
+        target = new_database()
+    made = Memories(target, "ann", any_user=False, model=None, embedder=None, answer_model=None)
     yield made
     made.close()
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nemori_cli.errors import ModelError
-from nemori_cli.llm.fast_grammar import ShortlistGrammar, greedy_choice
+from nemori_cli.llm.fast_grammar import ShortlistGrammar, greedy_choice, read_logits
 
 PREFILL_CHUNK = 512  # tokens per llama_decode while reading prompts (the context's n_batch)
 PENALTY_WINDOW = 64  # llama-cpp-python's default last_n_tokens_size: how far the repeat penalty looks back
@@ -119,8 +119,7 @@ class BatchedDecoder:
             raise ModelError(f"llama_decode failed with status {status} (the context of {self.sequences * self.n_ctx_per_sequence} tokens is full?)")
 
     def _logits(self, index: int) -> np.ndarray:
-        pointer = self._lib.llama_get_logits_ith(self._ctx, index)
-        return np.ctypeslib.as_array(ctypes.cast(pointer, ctypes.POINTER(ctypes.c_float)), shape=(self._n_vocab,)).copy()
+        return read_logits(self._lib, self._ctx, index, self._n_vocab)
 
     def _prefill(self, prompts: list[list[int]]) -> list[np.ndarray]:
         """Read every prompt; returns each one's next-token logits. A prefix all share is read once and copied."""

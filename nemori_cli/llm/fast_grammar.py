@@ -100,3 +100,9 @@ def greedy_choice(grammar: ShortlistGrammar, seen: np.ndarray, logits: np.ndarra
         values = masked[recent]
         masked[recent] = np.where(values > 0, values / repeat_penalty, values * repeat_penalty)
     return int(np.argmax(masked))
+
+
+def read_logits(lib, ctx, index: int, n_vocab: int) -> np.ndarray:
+    """A copy of the logits llama.cpp computed for batch position ``index`` (the next decode overwrites its buffer)."""
+    pointer = lib.llama_get_logits_ith(ctx, index)
+    return np.ctypeslib.as_array(ctypes.cast(pointer, ctypes.POINTER(ctypes.c_float)), shape=(n_vocab,)).copy()

@@ -27,12 +27,11 @@ the prompt-lookup decoding of Saxena (2023), as llama.cpp's n-gram drafts use it
 
 from __future__ import annotations
 
-import ctypes
 from dataclasses import dataclass
 
 import numpy as np
 
-from nemori_cli.llm.fast_grammar import ShortlistGrammar, greedy_choice
+from nemori_cli.llm.fast_grammar import ShortlistGrammar, greedy_choice, read_logits
 
 CHUNK = 512  # tokens per llama_decode while reading a prompt (the Llama context's n_batch)
 PENALTY_WINDOW = 64  # llama-cpp-python's default last_n_tokens_size
@@ -123,8 +122,7 @@ class LookupDecoder:
         llama.n_tokens = start + len(tokens)
 
     def _logits(self, index: int) -> np.ndarray:
-        pointer = self._lib.llama_get_logits_ith(self._llama._ctx.ctx, index)
-        return np.ctypeslib.as_array(ctypes.cast(pointer, ctypes.POINTER(ctypes.c_float)), shape=(self._n_vocab,)).copy()
+        return read_logits(self._lib, self._llama._ctx.ctx, index, self._n_vocab)
 
     def _truncate(self, keep: int) -> None:
         """Forget every KV cell from position ``keep`` on (a rejected guess, a prompt that differs)."""

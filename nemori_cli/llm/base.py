@@ -169,6 +169,31 @@ class StructuredLLM:
                 out.append(e)
         return out
 
+    def complete_together(
+        self,
+        prompts: list[ChatMessages],
+        *,
+        schema: type[T],
+        stage: Stage,
+        max_tokens: int | None = None,
+        temperature: float = 0.0,
+    ) -> list[Completion[T] | LLMOutputError]:
+        """Independent prompts, each answered as `complete` would answer it alone, in order.
+
+        They go to the backend at once only when it says each answer is the one
+        it would give alone (``exact_many``: requests in flight to an endpoint);
+        otherwise one after another (a batched decoder rounds otherwise).
+        """
+        if getattr(self.backend, "exact_many", False) and len(prompts) > 1:
+            return self.complete_many(prompts, schema=schema, stage=stage, max_tokens=max_tokens, temperature=temperature)
+        out: list[Completion[T] | LLMOutputError] = []
+        for messages in prompts:
+            try:
+                out.append(self.complete(messages, schema=schema, stage=stage, max_tokens=max_tokens, temperature=temperature))
+            except LLMOutputError as e:
+                out.append(e)
+        return out
+
     def _attempts(
         self,
         messages: ChatMessages,

@@ -8,8 +8,9 @@ they get the next free slot before any look-ahead call (a partition or a
 narration of a later episode) that is waiting too. Nothing is reordered
 beyond that: each thread's calls go in the order it makes them.
 
-A SlotBackend has no ``chat_many``: requests in flight at once come from the
-threads, each holding its own slot, not from one call sending several.
+A SlotBackend's ``chat_many`` sends its requests at once, each holding a
+slot of its own: a thread's independent questions (the consolidation of one
+fact against several) wait for one answer's time, not for each in turn.
 
 ``Replay`` keeps the write lock free while the model thinks. A unit of work
 (one episode: its integration, facts and consolidation, one transaction)
@@ -33,7 +34,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 
 from nemori_cli.errors import LLMOutputError, ModelError
-from nemori_cli.llm.base import ChatBackend, ChatMessages, RawCompletion
+from nemori_cli.llm.base import ChatBackend, ChatMessages, ChatRequest, RawCompletion
 
 
 class Slots:
@@ -72,7 +73,8 @@ class Slots:
 class SlotBackend:
     """``backend`` with every request holding one of ``slots`` while it is in flight."""
 
-    parallel = 1  # one request per call; the slots are shared between threads
+    parallel = 1  # not a batched decoder: the runner's window-at-once narration is not for it
+    exact_many = True  # chat_many's answers are the ones chat gives alone (llm/base.StructuredLLM.complete_together)
 
     def __init__(self, backend: ChatBackend, slots: Slots, *, urgent: bool = False):
         self.inner, self.slots, self.urgent = backend, slots, urgent
@@ -81,6 +83,25 @@ class SlotBackend:
     def chat(self, messages: ChatMessages, *, schema: dict, max_tokens: int, temperature: float) -> RawCompletion:
         with self.slots.slot(urgent=self.urgent):
             return self.inner.chat(messages, schema=schema, max_tokens=max_tokens, temperature=temperature)
+
+    def chat_many(self, requests: list[ChatRequest]) -> list[RawCompletion | LLMOutputError]:
+        """Each request's completion, in order, all in flight at once (as slots allow); a ModelError stops them all."""
+        if len(requests) < 2:
+            return [self._one(r) for r in requests]
+        from concurrent.futures import ThreadPoolExecutor
+
+        pool = ThreadPoolExecutor(max_workers=len(requests), thread_name_prefix="nemori-many")
+        futures = [pool.submit(self._one, r) for r in requests]
+        try:
+            return [f.result() for f in futures]
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def _one(self, r: ChatRequest) -> RawCompletion | LLMOutputError:
+        try:
+            return self.chat(r.messages, schema=r.schema, max_tokens=r.max_tokens, temperature=r.temperature)
+        except LLMOutputError as e:
+            return e
 
 
 class NeedAnswer(BaseException):

@@ -342,6 +342,11 @@ class OpenAICompatBackend:
             return completion
         raise ModelError(f"endpoint {self.base_url}: no structured-output format accepted ({len(rejected)} tried; last {rejected[-1]})")
 
+    @property
+    def exact_many(self) -> bool:
+        """Whether chat_many sends several at once (``parallel`` above 1), each answer the one chat gives alone (StructuredLLM.complete_together)."""
+        return self.parallel > 1
+
     def chat_many(self, requests: list[ChatRequest]) -> list[RawCompletion | LLMOutputError]:
         """Each request's completion, ``parallel`` requests in flight at once (a server with parallel slots batches them).
 

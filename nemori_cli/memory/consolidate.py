@@ -78,6 +78,18 @@ class Consolidator:
             self.llm.log.fallback(STAGE, f"{e.message}; treated as not outdated")
             return None
 
+    def _outdated_each(self, older: list[str], newer: str) -> list[bool | None]:
+        """`_outdated` for each older fact, the questions asked together where the backend can (they are independent)."""
+        answers = self.llm.complete_together([prompt.render(o, newer) for o in older], schema=prompt.Outdated, stage=STAGE)
+        verdicts: list[bool | None] = []
+        for answer in answers:
+            if isinstance(answer, LLMOutputError):
+                self.llm.log.fallback(STAGE, f"{answer.message}; treated as not outdated")
+                verdicts.append(None)
+            else:
+                verdicts.append(answer.value.outdated)
+        return verdicts
+
     def decide(self, db: Database, user: str, fact: str, vector: np.ndarray) -> Decision:
         s = self.settings
         hits = [(i, sim) for i, sim in fact_sql.vector_search(db, user, vector, s.candidates) if sim >= s.floor]
@@ -92,7 +104,7 @@ class Consolidator:
         related = [f for f, _ in shown if not names or names & names_in(f.text)][: s.max_questions]
         if not related or not self.trusted():
             return Decision("new", text=fact)
-        outdated = tuple(f.id for f in related if self._outdated(f.text, fact))
+        outdated = tuple(f.id for f, yes in zip(related, self._outdated_each([f.text for f in related], fact)) if yes)
         if not outdated:
             self.llm.log.decision(STAGE, f"'{fact}': new (outdates none of {_ids(related)})")
             return Decision("new", text=fact)

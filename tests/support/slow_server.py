@@ -21,8 +21,9 @@ same answer whichever order the requests come in:
 highest it reached, ``served`` how many were answered. ``most_after`` is the
 highest number in flight at once of the calls made after an episode's
 narration (integration, prediction, distillation, consolidation, summary):
-the runner makes those from inside a unit of work, so more than one at once
-means they were made with the write lock free. A request whose prompt holds
+one user's come one at a time, but for a fact's consolidation questions,
+asked together; several users' at once mean that no unit of work held the
+write lock while the model answered. A request whose prompt holds
 ``fail_word`` gets HTTP 404 (an unusable endpoint: the run stops).
 """
 

@@ -124,6 +124,7 @@ def test_workers_keep_n_requests_in_flight_and_write_the_same_memory(endpoint, m
     together = json.loads(out)
     if partition == "similarity":  # every window is cut at once: the narrations wait for the workers, four at a time
         assert endpoint.most == 4
+        assert endpoint.most_after >= 2  # a fact's consolidation questions went together (StructuredLLM.complete_together)
     else:  # each window's cut waits for the one before: a window's narrations go together, beside the writer's calls
         assert 2 <= endpoint.most <= 4
     for key in ("episodes", "merged", "facts", "windows", "pending", "llm_calls", "llm_failed", "fallbacks", "tokens_used"):
@@ -235,7 +236,7 @@ def test_users_run_at_once_with_the_write_lock_free_while_the_model_answers(endp
     three = ingest_users(tmp_path / "three.db", inputs, workers=3)
     assert endpoint.most == 3
     # Calls made from inside different users' units of work were in flight together: no unit held
-    # SQLite's one write lock while the model answered (llm/inflight.Replay).
+    # SQLite's one write lock while the model answered (llm/inflight.Replay, which asks one at a time).
     assert endpoint.most_after >= 2
     assert {u: r.episodes for u, r in three.items()} == {u: r.episodes for u, r in one.items()}
     assert all(r.pending == 0 and r.facts > 0 for r in three.values())
@@ -256,3 +257,27 @@ def test_one_user_s_failure_stops_the_others_and_a_rerun_completes_them(endpoint
     for u in inputs:  # a window cut again where the run stopped may start an episode that the model cut before
         for key in ("titles", "grouping", "facts"):
             assert resumed[u][key] == clean[u][key], (u, key)
+
+
+# -- independent questions of one unit of work ---------------------------------
+
+
+def test_complete_together_sends_at_once_only_where_each_answer_is_the_one_given_alone():
+    from pydantic import BaseModel
+
+    from nemori_cli.llm.base import StructuredLLM
+    from nemori_cli.llm.fake import FakeBackend
+    from nemori_cli.llm.inflight import SlotBackend, Slots
+    from nemori_cli.stages import Stage
+
+    class Verdict(BaseModel):
+        outdated: bool
+
+    prompts = [[{"role": "user", "content": f"question {i}"}] for i in range(3)]
+    alone = FakeBackend(default=lambda messages, schema: {"outdated": messages[-1]["content"].endswith("1")})
+    assert not hasattr(alone, "exact_many")  # a batched decoder (llama.cpp --parallel) rounds otherwise: one after another
+    one_by_one = StructuredLLM(alone).complete_together(prompts, schema=Verdict, stage=Stage("t", 16))
+    slots = Slots(3)
+    together = StructuredLLM(SlotBackend(alone, slots)).complete_together(prompts, schema=Verdict, stage=Stage("t", 16))
+    assert [a.value.outdated for a in together] == [a.value.outdated for a in one_by_one] == [False, True, False]
+    assert slots.most >= 1 and slots.busy == 0

@@ -36,6 +36,13 @@ BUSY_TIMEOUT_MS = 10_000
 # minute with a CPU model), so another writer waits long before giving up.
 WRITE_WAIT_MS = 600_000
 VECTOR_TABLES = ("episode_vec", "fact_vec", "note_vec", "message_vec")
+# Above this many vectors of one user, vector_search scans sign bits (a bit[N]
+# vec0 table beside each float one, "{table}_bits") by Hamming distance and
+# rescores the best QUANTISED_OVERSAMPLE * k exactly by cosine; below it, the
+# exact float scan (docs/SEARCH_LATENCY.md, "Large stores", has the figures).
+QUANTISED_MIN_ROWS = 5_000
+QUANTISED_OVERSAMPLE = 20
+QUANTISED_MIN_CANDIDATES = 200
 
 
 def now_iso() -> str:
@@ -295,30 +302,95 @@ class Database:
             self.set_meta("embedder", identity)
 
     def _create_vector_tables(self, dimensions: int) -> None:
+        self._bit_layout = self._bits_tables = None
         for table in VECTOR_TABLES:
             self.conn.execute(
                 f"CREATE VIRTUAL TABLE IF NOT EXISTS {table} USING vec0("
                 f" user_id TEXT PARTITION KEY,"
                 f" embedding float[{int(dimensions)}] distance_metric=cosine)"
             )
+            # The quantised copy: sign bits to scan, the float vector beside them
+            # (an auxiliary column, a rowid lookup) to rescore the candidates.
+            # Its name starts with the float table's, so export skips it as that
+            # table's storage; it is rebuilt from the float table when out of step.
+            # Sign bits pack eight to a byte: a width that is not a multiple of 8 keeps the exact scan only.
+            if int(dimensions) % 8:
+                continue
+            self.conn.execute(
+                f"CREATE VIRTUAL TABLE IF NOT EXISTS {table}_bits USING vec0("
+                f" user_id TEXT PARTITION KEY, embedding bit[{int(dimensions)}], +vector BLOB)"
+            )
 
     def _ensure_vector_tables(self) -> None:
-        """A file bound before a newer vector table existed gets it now."""
+        """A file bound before a newer vector table existed gets it now; a quantised table out of step with its float one is rebuilt."""
         identity = self.embedder_identity()
         if identity is None:
             return
         dimensions = int(identity.rsplit(":", 1)[1])
         existing = {r["name"] for r in self.query("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        if not set(VECTOR_TABLES) <= existing:
+        wanted = set(VECTOR_TABLES) | ({f"{t}_bits" for t in VECTOR_TABLES} if dimensions % 8 == 0 else set())
+        stale = [t for t in VECTOR_TABLES if f"{t}_bits" in existing and self._rows(t) != self._rows(f"{t}_bits")]
+        if not wanted <= existing or stale:
             with self.transaction():
                 self._create_vector_tables(dimensions)
+                for table in VECTOR_TABLES:
+                    if dimensions % 8 == 0 and (f"{table}_bits" not in existing or table in stale):
+                        self._fill_bits(table)
+
+    def _rows(self, table: str) -> int:
+        """How many vectors a vec0 table holds (from its rowid map, a plain B-tree count)."""
+        return int(self.one(f'SELECT count(*) AS n FROM "{table}_rowids"')["n"])
+
+    def _fill_bits(self, table: str) -> None:
+        """(Re)build a quantised table from its float table (a file of an older nemori, or restored from an export)."""
+        self.conn.execute(f"DELETE FROM {table}_bits")
+        self.conn.execute(
+            f"INSERT INTO {table}_bits(rowid, user_id, embedding, vector)"
+            f" SELECT rowid, user_id, vec_quantize_binary(embedding), embedding FROM {table}"
+        )
+
+    def insert_vector(self, table: str, rowid: int, user: str, embedding) -> None:
+        """One row's vector, into the float table and its quantised copy (``embedding``: float32 bytes or an array)."""
+        blob = embedding if isinstance(embedding, bytes) else np.asarray(embedding, dtype=np.float32).tobytes()
+        self.conn.execute(f"INSERT INTO {table}(rowid, user_id, embedding) VALUES (?, ?, ?)", (rowid, user, blob))
+        if not self._has_bits(table):
+            return
+        self.conn.execute(
+            f"INSERT INTO {table}_bits(rowid, user_id, embedding, vector) VALUES (?, ?, vec_quantize_binary(?), ?)",
+            (rowid, user, blob, blob),
+        )
+
+    def delete_vectors(self, table: str, ids) -> int:
+        """Drop rows' vectors from the float table and its quantised copy (one at a time: vec0 point lookups); how many float rows went."""
+        before = self.conn.total_changes()
+        self.conn.executemany(f"DELETE FROM {table} WHERE rowid = ?", [(i,) for i in ids])
+        gone = self.conn.total_changes() - before
+        if self._has_bits(table):
+            self.conn.executemany(f"DELETE FROM {table}_bits WHERE rowid = ?", [(i,) for i in ids])
+        return gone
+
+    _bits_tables: set[str] | None = None  # the quantised tables this file has (read once per connection)
+
+    def _has_bits(self, table: str) -> bool:
+        if self._bits_tables is None:
+            self._bits_tables = {r["name"] for r in self.query("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE '%\\_bits' ESCAPE '\\'")}
+        return f"{table}_bits" in self._bits_tables
 
     def has_vectors(self) -> bool:
         return self.embedder_identity() is not None
 
     # -- search: what each engine says its own way (store/pg.py has the other) --
     def vector_search(self, table: str, user: str, query, k: int, within=None) -> list[tuple[int, float]]:
-        """(row id, cosine similarity), best first, within one user's partition (and ``within``'s rows)."""
+        """(row id, cosine similarity), best first, within one user's partition (and ``within``'s rows).
+
+        A user with QUANTISED_MIN_ROWS vectors or more is searched through the
+        quantised table (``_quantised_search``); ``within`` and smaller users
+        get the exact scan.
+        """
+        if within is None and k > 0:
+            found = self._quantised_search(table, user, np.asarray(query, dtype=np.float32), k)
+            if found is not None:
+                return found
         # vec0 takes a rowid IN constraint into its KNN scan: the k nearest of the
         # rows allowed, not the k nearest filtered afterwards.
         allowed = f" AND rowid IN ({within.sql})" if within else ""
@@ -328,6 +400,83 @@ class Database:
         )
         # vec0's cosine metric reports a distance (1 - cosine); report similarity.
         return [(int(r["rowid"]), 1.0 - float(r["distance"])) for r in rows]
+
+    _bit_layout: dict[str, bool] | None = None  # per quantised table: whether its vec0 storage is laid out as read below
+
+    def _quantised_search(self, table: str, user: str, query: np.ndarray, k: int) -> list[tuple[int, float]] | None:
+        """Hamming scan of the user's sign bits, then the best candidates rescored exactly; None: take the exact scan.
+
+        The bits are read straight from the quantised table's vec0 storage
+        (chunks of 1024: a validity bitmap, the rowids, the packed bits) and
+        compared in numpy: vec0's own KNN keeps its top k by repeated passes,
+        which costs more than the scan itself for the ~200 candidates wanted.
+        A sqlite-vec whose storage differs (checked once per connection) gets
+        the same candidates from vec0's KNN query instead.
+        """
+        bits = f"{table}_bits"
+        if self._bit_layout is None:
+            self._bit_layout = {}
+        if bits not in self._bit_layout:
+            chunk_cols = set(self.columns(f"{bits}_chunks"))
+            if not chunk_cols:
+                self._bit_layout[bits] = None  # no quantised table (a file opened read-only before its upgrade)
+            else:
+                self._bit_layout[bits] = (
+                    {"partition00", "validity", "rowids", "size"} <= chunk_cols
+                    and {"rowid", "vectors"} <= set(self.columns(f"{bits}_vector_chunks00"))
+                    and {"rowid", "value00"} <= set(self.columns(f"{bits}_auxiliary"))
+                )
+        layout = self._bit_layout[bits]
+        if layout is None:
+            return None
+        want = max(k * QUANTISED_OVERSAMPLE, QUANTISED_MIN_CANDIDATES)
+        packed = np.packbits(query > 0, bitorder="little")  # vec_quantize_binary's bits: 1 where positive, lowest bit first
+        if layout:
+            chunks = self.query(
+                f'SELECT c.size AS size, c.validity AS validity, c.rowids AS rowids, v.vectors AS vectors FROM "{bits}_chunks" c'
+                f' JOIN "{bits}_vector_chunks00" v ON v.rowid = c.chunk_id WHERE c.partition00 = ?',
+                (user,),
+            )
+            if not chunks:
+                return None
+            ids, codes = [], []
+            for c in chunks:
+                size = int(c["size"])
+                valid = np.unpackbits(np.frombuffer(c["validity"], dtype=np.uint8), bitorder="little")[:size].astype(bool)
+                ids.append(np.frombuffer(c["rowids"], dtype=np.int64)[:size][valid])
+                codes.append(np.frombuffer(c["vectors"], dtype=np.uint8).reshape(size, -1)[valid])
+            ids_all = np.concatenate(ids)
+            if len(ids_all) < QUANTISED_MIN_ROWS:
+                return None
+            distance = _hamming(np.concatenate(codes), packed)
+            if len(ids_all) > want:
+                top = np.argpartition(distance, want)[:want]
+                candidates = ids_all[top]
+            else:
+                candidates = ids_all
+        else:
+            count = self.one(f"SELECT count(*) AS n FROM {bits} WHERE user_id = ?", (user,))
+            if int(count["n"]) < QUANTISED_MIN_ROWS:
+                return None
+            rows = self.query(
+                f"SELECT rowid FROM {bits} WHERE embedding MATCH vec_bit(?) AND k = ? AND user_id = ?",
+                (packed.tobytes(), want, user),
+            )
+            candidates = np.asarray([int(r["rowid"]) for r in rows], dtype=np.int64)
+        return self._rescore(bits, candidates, query, k, direct=layout)
+
+    def _rescore(self, bits: str, candidates: np.ndarray, query: np.ndarray, k: int, *, direct: bool) -> list[tuple[int, float]]:
+        """The candidates' float vectors (rowid lookups of the auxiliary column), ranked by exact cosine."""
+        if len(candidates) == 0:
+            return []
+        source = f'SELECT rowid, value00 AS vector FROM "{bits}_auxiliary"' if direct else f"SELECT rowid, vector FROM {bits}"
+        rows = self.query(f"{source} WHERE rowid IN ({','.join('?' * len(candidates))})", tuple(int(i) for i in candidates))
+        ids = np.asarray([int(r["rowid"]) for r in rows], dtype=np.int64)
+        vectors = np.frombuffer(b"".join(r["vector"] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+        q = query / (np.linalg.norm(query) or 1.0)
+        similarity = (vectors @ q) / np.maximum(np.linalg.norm(vectors, axis=1), 1e-12)
+        order = np.lexsort((ids, -similarity))[:k]  # best first; ties by row id
+        return [(int(ids[i]), float(similarity[i])) for i in order]
 
     def text_search(self, fts: str, user: str, words: list[str], k: int, within=None) -> list[tuple[int, float]]:
         """(row id, BM25 score where higher is better) of rows holding any of ``words``, best first."""
@@ -382,6 +531,15 @@ class Database:
 
 
 TEXT_INDEXES = ("episode_fts", "fact_fts", "note_fts", "message_fts")
+_POPCOUNT = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).sum(axis=1).astype(np.uint8)  # set bits of each byte
+
+
+def _hamming(codes: np.ndarray, packed: np.ndarray) -> np.ndarray:
+    """Differing bits between each row of ``codes`` (packed bits, one row per vector) and ``packed``."""
+    xor = codes ^ packed
+    if hasattr(np, "bitwise_count") and xor.shape[1] % 8 == 0:  # numpy 2: a popcount instruction over 64-bit words
+        return np.bitwise_count(xor.view(np.uint64)).sum(axis=1, dtype=np.int32)
+    return _POPCOUNT[xor].sum(axis=1, dtype=np.int32)
 
 
 def _any_of(words: list[str]) -> str:

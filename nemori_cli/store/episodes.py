@@ -50,10 +50,7 @@ def add(db: Database, user: str, draft: EpisodeDraft, embedding: np.ndarray, ind
         "INSERT INTO episode_fts(rowid, title, narrative, user_id) VALUES (?, ?, ?, ?)",
         (episode_id, draft.title, draft.narrative if index_text is None else index_text, user),
     )
-    conn.execute(
-        "INSERT INTO episode_vec(rowid, user_id, embedding) VALUES (?, ?, ?)",
-        (episode_id, user, np.asarray(embedding, dtype=np.float32).tobytes()),
-    )
+    db.insert_vector("episode_vec", episode_id, user, np.asarray(embedding, dtype=np.float32).tobytes())
     message_sql.assign(db, user, list(draft.message_ids), episode_id)
     return episode_id
 
@@ -72,7 +69,7 @@ def supersede(db: Database, user: str, old_ids: list[int], new_id: int, reason: 
             (new_id, now_iso(), reason, user, old),
         )
         conn.execute("DELETE FROM episode_fts WHERE rowid = ?", (old,))
-        conn.execute("DELETE FROM episode_vec WHERE rowid = ?", (old,))
+        db.delete_vectors("episode_vec", [old])
         conn.execute("UPDATE messages SET episode_id = ? WHERE user_id = ? AND episode_id = ?", (new_id, user, old))
         conn.execute(
             "INSERT OR IGNORE INTO fact_sources(fact_id, episode_id) SELECT fact_id, ? FROM fact_sources WHERE episode_id = ?",

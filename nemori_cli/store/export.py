@@ -100,6 +100,7 @@ def _skipped(name: str, virtual: dict[str, str], shadows: set[str]) -> bool:
         or name in FILE_LEVEL
         or name in shadows
         or virtual.get(name) in _DERIVED_MODULES
+        or (name.endswith("_bits") and virtual.get(name) == "vec0" and name[: -len("_bits")] in virtual)  # a vector table's quantised copy: rebuilt from it on open
     )
 
 

@@ -32,10 +32,7 @@ def add(
         [(fact_id, e) for e in source_episode_ids],
     )
     conn.execute("INSERT INTO fact_fts(rowid, text, user_id) VALUES (?, ?, ?)", (fact_id, text, user))
-    conn.execute(
-        "INSERT INTO fact_vec(rowid, user_id, embedding) VALUES (?, ?, ?)",
-        (fact_id, user, np.asarray(embedding, dtype=np.float32).tobytes()),
-    )
+    db.insert_vector("fact_vec", fact_id, user, np.asarray(embedding, dtype=np.float32).tobytes())
     return fact_id
 
 

@@ -111,7 +111,7 @@ def _delete_facts(db: Database, user: str, ids: list[int]) -> dict[str, int]:
             )
     _delete_ids(db, "fact_sources", ids, column="fact_id")
     _delete_ids(db, "fact_fts", ids)
-    _delete_ids(db, "fact_vec", ids)
+    db.delete_vectors("fact_vec", ids)
     # Doomed facts may point at each other; drop those references first.
     db.conn.execute(f"UPDATE facts SET superseded_by = NULL WHERE id IN ({_marks(ids)})", tuple(ids))
     counts["facts"] = _delete_ids(db, "facts", ids, column="id")
@@ -171,7 +171,7 @@ def forget_episode(db: Database, user: str, episode_id: int, reembed: Reembed | 
     db.conn.execute(f"DELETE FROM messages WHERE user_id = ? AND episode_id IN ({marks})", (user, *ids))
     counts["messages"] = db.conn.changes()
     _delete_ids(db, "episode_fts", ids)
-    _delete_ids(db, "episode_vec", ids)
+    db.delete_vectors("episode_vec", ids)
     prediction_sql.delete(db, ids)
     # A fact that survives (it has other sources) no longer names the forgotten episode it was distilled from.
     db.conn.execute(f"UPDATE facts SET episode_id = NULL WHERE user_id = ? AND episode_id IN ({marks})", (user, *ids))
@@ -218,7 +218,7 @@ def _delete_notes(db: Database, user: str, ids: list[int], reembed: Reembed | No
     db.conn.execute(f"DELETE FROM note_links WHERE note_id IN ({marks}) OR linked_id IN ({marks})", (*ids, *ids))
     counts["note_links"] = db.conn.changes() // 2  # one row per direction
     _delete_ids(db, "note_fts", ids)
-    _delete_ids(db, "note_vec", ids)
+    db.delete_vectors("note_vec", ids)
     counts["notes"] = _delete_ids(db, "notes", ids, column="id")
     return counts
 

@@ -56,16 +56,15 @@ def add(db: Database, user: str, messages: list[Message], vectors: list[np.ndarr
         [(m.id, m.speaker, m.content, user) for m in messages],
     )
     if db.has_vectors():
-        db.conn.executemany(
-            "INSERT INTO message_vec(rowid, user_id, embedding) VALUES (?, ?, ?)",
-            [(m.id, user, np.asarray(v, dtype=np.float32).tobytes()) for m, v in zip(messages, vectors)],
-        )
+        for m, v in zip(messages, vectors):
+            db.insert_vector("message_vec", m.id, user, np.asarray(v, dtype=np.float32).tobytes())
 
 
 def delete(db: Database, ids: list[int]) -> None:
     """Drop index rows of messages about to be deleted (one at a time: vec0 point lookups)."""
-    for table in ("message_fts", "message_vec"):
-        db.conn.executemany(f"DELETE FROM {table} WHERE rowid = ?", [(i,) for i in ids])
+    db.conn.executemany("DELETE FROM message_fts WHERE rowid = ?", [(i,) for i in ids])
+    if db.has_vectors():
+        db.delete_vectors("message_vec", ids)
 
 
 def count(db: Database, user: str) -> int:

@@ -49,7 +49,7 @@ def add(
     )
     note_id = conn.last_insert_rowid()
     _index_text(db, user, note_id, content, keywords, tags, context)
-    conn.execute("INSERT INTO note_vec(rowid, user_id, embedding) VALUES (?, ?, ?)", (note_id, user, _blob(embedding)))
+    db.insert_vector("note_vec", note_id, user, _blob(embedding))
     return note_id
 
 
@@ -104,8 +104,8 @@ def reindex(db: Database, user: str, note_id: int, embedding: np.ndarray) -> Non
         return
     db.conn.execute("DELETE FROM note_fts WHERE rowid = ?", (note_id,))
     _index_text(db, user, note_id, note.content, note.keywords, note.tags, note.context)
-    db.conn.execute("DELETE FROM note_vec WHERE rowid = ?", (note_id,))
-    db.conn.execute("INSERT INTO note_vec(rowid, user_id, embedding) VALUES (?, ?, ?)", (note_id, user, _blob(embedding)))
+    db.delete_vectors("note_vec", [note_id])
+    db.insert_vector("note_vec", note_id, user, _blob(embedding))
 
 
 def _note(row: dict, links: tuple[int, ...]) -> Note:

@@ -32,13 +32,22 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 import numpy as np
 
-from nemori_cli.config import is_store_url, shown_url
+from nemori_cli.config import shown_url
 from nemori_cli.errors import StoreError
 from nemori_cli.store.pg_dialect import named, translate
 from nemori_cli.store.pg_migrations import MIGRATIONS
 
 VECTOR_TABLES = ("episode_vec", "fact_vec", "note_vec", "message_vec")
 TEXT_TABLES = ("episode_fts", "fact_fts", "note_fts", "message_fts")
+# Every vector table has an HNSW index (pgvector, cosine). A search uses it
+# once the table holds HNSW_MIN_ROWS vectors (PostgreSQL's estimate), asking it
+# for HNSW_CANDIDATES nearest of every user and keeping the user's: a user
+# with fewer than k among them (a small share of a big table) gets the exact
+# scan, as do smaller tables and searches within a set of rows.
+# docs/SEARCH_LATENCY.md ("Large stores") has the figures behind the numbers.
+HNSW_MIN_ROWS = 20_000
+HNSW_CANDIDATES = 200
+HNSW_EF_SEARCH = 200
 _STORE_LOCK = 0x6E656D6F  # "nemo": the advisory lock of schema changes
 _USER_LOCKS = 0x6E657573  # the namespace of per-user advisory locks
 
@@ -150,6 +159,8 @@ class PgDatabase:
             if self.schema_version() > max(m[0] for m in MIGRATIONS):
                 raise StoreError(f"{self.path} was written by a newer nemori (schema {self.schema_version()}); upgrade nemori")
             self._register_vectors()
+            if not read_only and (self._schema is None or self.schema_version() >= max(m[0] for m in MIGRATIONS)):
+                self._ensure_hnsw()
         except psycopg.Error as e:
             raw.close()
             raise StoreError(f"PostgreSQL at {self.path}: {_first_line(e)}") from None
@@ -303,21 +314,78 @@ class PgDatabase:
                     f" rowid BIGINT PRIMARY KEY, user_id TEXT NOT NULL, embedding vector({int(dimensions)}) NOT NULL)"
                 )
                 self.conn.execute(f"CREATE INDEX IF NOT EXISTS {table}_user ON {table} (user_id)")
+                self._create_hnsw(table)
             self.set_meta("embedder", identity)
         self._register_vectors()
+
+    def _create_hnsw(self, table: str) -> None:
+        self.conn.execute(f"CREATE INDEX IF NOT EXISTS {table}_hnsw ON {table} USING hnsw (embedding vector_cosine_ops)")
+
+    def _ensure_hnsw(self) -> None:
+        """A store bound before the HNSW indexes existed gets them (built from its rows: once, under the store lock)."""
+        if not self.has_vectors():
+            return
+        present = {r["name"] for r in self.query("SELECT indexname AS name FROM pg_indexes WHERE schemaname = current_schema()")}
+        missing = [t for t in VECTOR_TABLES if f"{t}_hnsw" not in present]
+        if missing:
+            with self.transaction():
+                self.conn.execute(f"SELECT pg_advisory_xact_lock({_STORE_LOCK})")
+                for table in missing:
+                    self._create_hnsw(table)
+
+    def insert_vector(self, table: str, rowid: int, user: str, embedding) -> None:
+        """One row's vector (float32 bytes or an array); the HNSW index takes it in as it is written."""
+        blob = embedding if isinstance(embedding, bytes) else np.asarray(embedding, dtype=np.float32).tobytes()
+        self.conn.execute(f"INSERT INTO {table}(rowid, user_id, embedding) VALUES (?, ?, ?)", (rowid, user, blob))
+
+    def delete_vectors(self, table: str, ids) -> int:
+        ids = [int(i) for i in ids]
+        if not ids:
+            return 0
+        self.conn.execute(f"DELETE FROM {table} WHERE rowid = ANY(?)", (ids,))
+        return self.conn.changes()
 
     def has_vectors(self) -> bool:
         return self.embedder_identity() is not None
 
     # -- search --------------------------------------------------------------
     def vector_search(self, table: str, user: str, query: np.ndarray, k: int, within=None) -> list[tuple[int, float]]:
-        """Exact cosine KNN within the user's rows (pgvector's ``<=>`` is the cosine distance)."""
+        """Cosine KNN within the user's rows (pgvector's ``<=>`` is the cosine distance): HNSW on a big table, else exact."""
+        blob = np.asarray(query, dtype=np.float32).tobytes()
+        if within is None and 0 < k <= HNSW_CANDIDATES and self._estimated_rows(table) >= HNSW_MIN_ROWS:
+            self._set_ef_search()
+            # The inner query has no filter, so the planner walks the HNSW
+            # graph; the user's rows are kept from its candidates.
+            rows = self.query(
+                f"SELECT rowid, distance FROM (SELECT rowid, user_id, embedding <=> ? AS distance FROM {table}"
+                f" ORDER BY embedding <=> ? LIMIT ?) AS near WHERE user_id = ? ORDER BY distance, rowid LIMIT ?",
+                (blob, blob, HNSW_CANDIDATES, user, k),
+            )
+            if len(rows) == k:
+                return [(int(r["rowid"]), 1.0 - float(r["distance"])) for r in rows]
         allowed = f" AND rowid IN ({within.sql})" if within else ""
+        # "+ 0": an expression the HNSW index does not answer, so this scan stays exact.
         rows = self.query(
-            f"SELECT rowid, embedding <=> ? AS distance FROM {table} WHERE user_id = ?{allowed} ORDER BY distance LIMIT ?",
-            (np.asarray(query, dtype=np.float32).tobytes(), user, *(within.params if within else ()), k),
+            f"SELECT rowid, embedding <=> ? AS distance FROM {table} WHERE user_id = ?{allowed} ORDER BY (embedding <=> ?) + 0, rowid LIMIT ?",
+            (blob, user, *(within.params if within else ()), blob, k),
         )
         return [(int(r["rowid"]), 1.0 - float(r["distance"])) for r in rows]
+
+    _ef_search_set = False
+
+    def _set_ef_search(self) -> None:
+        """How many neighbours the HNSW walk keeps (pgvector's default, 40, is fewer than the candidates asked for); once per connection."""
+        if not self._ef_search_set:
+            self.conn.execute(f"SET hnsw.ef_search = {int(max(HNSW_EF_SEARCH, HNSW_CANDIDATES))}")
+            self._ef_search_set = True
+
+    def _estimated_rows(self, table: str) -> int:
+        """PostgreSQL's estimate of a table's rows (kept by autovacuum's ANALYZE); a table never analysed is counted."""
+        row = self.one("SELECT reltuples AS n FROM pg_class WHERE oid = ?::regclass", (table,))
+        estimate = int(row["n"]) if row and row["n"] is not None else -1
+        if estimate < 0:
+            estimate = int(self.one(f"SELECT count(*) AS n FROM {table}")["n"])
+        return estimate
 
     def text_search(self, fts: str, user: str, words: list[str], k: int, within=None) -> list[tuple[int, float]]:
         """Any of ``words`` (stemmed by the 'english' configuration), ranked by ts_rank_cd, best first."""

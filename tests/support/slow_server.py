@@ -115,7 +115,10 @@ class SlowServer:
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client went away (a run stopped with Ctrl-C): nothing to answer
 
             def do_GET(self):
                 self._send(200, {"object": "list", "data": [{"id": "slow-model", "object": "model"}]})

@@ -374,34 +374,36 @@ class Pipeline:
     def _episode(self, group: Group, report: IngestReport, draft: EpisodeDraft | None = None) -> None:
         draft = draft or narrate(group, self.llm)  # the slowest call, made before any lock is taken
         replay = self._replay
-        for attempt in range(MAX_RUNS):
-            if replay is not None and attempt == MAX_RUNS - 1:
-                self.llm.backend = replay.inner  # a unit that never ran through: its last run asks inside the lock, as without workers
-            saved = [(o, dict(vars(o))) for o in self._learned()]
-            logged = len(self.llm.log.calls), len(self.llm.log.events)
-            try:
-                with self.embedder.remembering() if replay else nullcontext(), self.db.transaction(user=self.user):
-                    if not message_sql.still_pending(self.db, self.user, [m.id for m in group.messages]):
-                        return  # another process took these messages meanwhile; nothing to add
-                    vector = self._vector(draft, group.messages)
-                    episode_id, merged = self._integrate(draft, group, vector)
-                    made = self.work.after_episode(NewEpisode(episode_id, draft, tuple(group.messages), vector))
-                    self._check_something_answered(report)  # rolls this episode back if nothing of this run answered
-                    calls, events = self.llm.log.drain()
-                    telemetry.write(self.db, self.user, calls, events)
-                break
-            except NeedAnswer as need:  # rolled back; what this run of it logged and learned goes with it
-                del self.llm.log.calls[logged[0] :], self.llm.log.events[logged[1] :]
-                for o, state in saved:
-                    vars(o).clear()
-                    vars(o).update(state)
-                assert replay is not None
-                replay.fetch(need)  # asked with no lock held; the unit runs again
-            finally:
+        try:
+            for attempt in range(MAX_RUNS):
                 if replay is not None and attempt == MAX_RUNS - 1:
-                    self.llm.backend = replay
-        if replay is not None:
-            replay.clear()
+                    self.llm.backend = replay.inner  # a unit that never ran through: its last run asks inside the lock, as without workers
+                saved = [(o, dict(vars(o))) for o in self._learned()]
+                logged = len(self.llm.log.calls), len(self.llm.log.events)
+                try:
+                    with self.embedder.remembering() if replay else nullcontext(), self.db.transaction(user=self.user):
+                        if not message_sql.still_pending(self.db, self.user, [m.id for m in group.messages]):
+                            return  # another process took these messages meanwhile; nothing to add
+                        vector = self._vector(draft, group.messages)
+                        episode_id, merged = self._integrate(draft, group, vector)
+                        made = self.work.after_episode(NewEpisode(episode_id, draft, tuple(group.messages), vector))
+                        self._check_something_answered(report)  # rolls this episode back if nothing of this run answered
+                        calls, events = self.llm.log.drain()
+                        telemetry.write(self.db, self.user, calls, events)
+                    break
+                except NeedAnswer as need:  # rolled back; what this run of it logged and learned goes with it
+                    del self.llm.log.calls[logged[0] :], self.llm.log.events[logged[1] :]
+                    for o, state in saved:
+                        vars(o).clear()
+                        vars(o).update(state)
+                    assert replay is not None
+                    replay.fetch(need)  # asked with no lock held; the unit runs again
+                finally:
+                    if replay is not None and attempt == MAX_RUNS - 1:
+                        self.llm.backend = replay
+        finally:
+            if replay is not None:
+                replay.clear()  # the answers were this episode's
         # Counted once the transaction has committed: what a budget measures is work kept.
         report.episodes += 0 if merged else 1
         report.merged += int(merged)

@@ -281,3 +281,13 @@ def test_complete_together_sends_at_once_only_where_each_answer_is_the_one_given
     together = StructuredLLM(SlotBackend(alone, slots)).complete_together(prompts, schema=Verdict, stage=Stage("t", 16))
     assert [a.value.outdated for a in together] == [a.value.outdated for a in one_by_one] == [False, True, False]
     assert slots.most >= 1 and slots.busy == 0
+
+
+def test_a_unit_of_work_that_asks_more_than_its_runs_allow_gets_its_last_answers_inside_the_lock(endpoint, monkeypatch, tmp_path):
+    from nemori_cli.pipeline import runner
+
+    inputs = {f"u{u}": chat(u, topics=2) for u in range(2)}
+    ingest_users(tmp_path / "one.db", inputs, workers=1)
+    monkeypatch.setattr(runner, "MAX_RUNS", 2)  # one answer fetched outside the lock, the rest asked inside it
+    ingest_users(tmp_path / "two.db", inputs, workers=2)
+    assert written(tmp_path / "two.db") == written(tmp_path / "one.db")

@@ -484,8 +484,9 @@ def ingest_users(
         def run(user: str) -> IngestReport:
             try:
                 # lock_free_calls: SQLite has one write lock per file; a unit of work that held it while the
-                # model answered would hold every other user's.
-                return runs[user][0].process(flush=flush, workers=workers, slots=slots, lock_free_calls=True)
+                # model answered would hold every other user's. PostgreSQL locks per user: no need.
+                pipeline = runs[user][0]
+                return pipeline.process(flush=flush, workers=workers, slots=slots, lock_free_calls=pipeline.db.engine == "sqlite")
             except BaseException:
                 for other, (pipeline, *_rest) in runs.items():
                     if other != user:

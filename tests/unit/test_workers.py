@@ -244,6 +244,19 @@ def test_users_run_at_once_with_the_write_lock_free_while_the_model_answers(endp
     assert all(written_in_order(tmp_path / "three.db", u) for u in inputs)
 
 
+def test_on_postgresql_users_units_of_work_overlap_without_replays(endpoint, tmp_path):
+    """PostgreSQL locks per user: each user's unit of work keeps its lock through its calls, and the users still overlap."""
+    from tests.support.postgres import new_database
+
+    inputs = {f"u{u}": chat(u, topics=3) for u in range(3)}
+    one = ingest_users(tmp_path / "one.db", inputs, workers=1)
+    endpoint.reset()
+    endpoint.delay = COUNTED
+    three = ingest_users(new_database(), inputs, workers=3)
+    assert endpoint.most == 3 and endpoint.most_after >= 2
+    assert {u: (r.episodes, r.facts, r.pending) for u, r in three.items()} == {u: (r.episodes, r.facts, r.pending) for u, r in one.items()}
+
+
 def test_one_user_s_failure_stops_the_others_and_a_rerun_completes_them(endpoint, tmp_path):
     inputs = {f"u{u}": chat(u, topics=3) for u in range(3)}
     ingest_users(tmp_path / "clean.db", inputs, workers=1)

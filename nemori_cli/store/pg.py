@@ -42,10 +42,12 @@ TEXT_TABLES = ("episode_fts", "fact_fts", "note_fts", "message_fts")
 # Every vector table has an HNSW index (pgvector, cosine). A search uses it
 # once the table holds HNSW_MIN_ROWS vectors (PostgreSQL's estimate), asking it
 # for HNSW_CANDIDATES nearest of every user and keeping the user's: a user
-# with fewer than k among them (a small share of a big table) gets the exact
-# scan, as do smaller tables and searches within a set of rows.
+# with fewer than HNSW_MIN_OWN * k among them (a small share of a big table,
+# whose post-filtered answer would be thin) gets the exact scan, as do smaller
+# tables and searches within a set of rows.
 # docs/SEARCH_LATENCY.md ("Large stores") has the figures behind the numbers.
-HNSW_MIN_ROWS = 20_000
+HNSW_MIN_ROWS = 10_000
+HNSW_MIN_OWN = 2
 HNSW_CANDIDATES = 200
 HNSW_EF_SEARCH = 200
 _STORE_LOCK = 0x6E656D6F  # "nemo": the advisory lock of schema changes
@@ -358,11 +360,11 @@ class PgDatabase:
             # graph; the user's rows are kept from its candidates.
             rows = self.query(
                 f"SELECT rowid, distance FROM (SELECT rowid, user_id, embedding <=> ? AS distance FROM {table}"
-                f" ORDER BY embedding <=> ? LIMIT ?) AS near WHERE user_id = ? ORDER BY distance, rowid LIMIT ?",
-                (blob, blob, HNSW_CANDIDATES, user, k),
+                f" ORDER BY embedding <=> ? LIMIT ?) AS near WHERE user_id = ? ORDER BY distance, rowid",
+                (blob, blob, HNSW_CANDIDATES, user),
             )
-            if len(rows) == k:
-                return [(int(r["rowid"]), 1.0 - float(r["distance"])) for r in rows]
+            if len(rows) >= min(HNSW_MIN_OWN * k, HNSW_CANDIDATES):
+                return [(int(r["rowid"]), 1.0 - float(r["distance"])) for r in rows[:k]]
         allowed = f" AND rowid IN ({within.sql})" if within else ""
         # "+ 0": an expression the HNSW index does not answer, so this scan stays exact.
         rows = self.query(

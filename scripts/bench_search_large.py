@@ -303,7 +303,17 @@ def measure(engine: str, n: int, db, pool: np.ndarray, queries: np.ndarray, text
     by_user = {"bench": [r["id"] for r in rows if r["user_id"] == "bench"], "other": [r["id"] for r in rows if r["user_id"] == "other"]}
     id_of_row = {rid: bench_ix[i] for i, rid in enumerate(by_user["bench"])} | {rid: other_ix[i] for i, rid in enumerate(by_user["other"])}
     truth = {u: [set(ix[j] for j in top) for top in exact_top(v, queries, 10)] for u, v, ix in (("bench", bench, bench_ix), ("other", other, other_ix))}
+    from nemori_cli.store import db as sqlite_engine
+    from nemori_cli.store import pg
+
     out: dict = {"engine": engine, "n": n, "queries": len(queries)}
+    # The defaults this run measured: SQLite's per user, PostgreSQL's per table (every user's rows).
+    out["threshold"] = sqlite_engine.QUANTISED_MIN_ROWS if engine == "sqlite" else pg.HNSW_MIN_ROWS
+    out["default_path"] = (
+        ("sign bits + rescore" if n >= out["threshold"] else "exact (below threshold)")
+        if engine == "sqlite"
+        else ("HNSW + post-filter" if n + max(1, n // 10) >= out["threshold"] else "exact (below threshold)")
+    )
     never = 10**12
     exact_knobs = {"QUANTISED_MIN_ROWS": never, "HNSW_MIN_ROWS": never}
     with forced(**exact_knobs):
@@ -429,11 +439,10 @@ def report(paths: list[Path]) -> str:
     ]
     for r in results:
         b = r["build"]
-        path = "sign bits + rescore" if r["engine"] == "sqlite" else "HNSW + post-filter"
         auto, exact = r["auto_k10"], r["exact_k10"]
         build = f"{b['load_s']:.0f}" + (f" + {b['hnsw_build_s']:.0f} index" if "hnsw_build_s" in b else "")
         lines.append(
-            f"| {r['engine']} | {r['n']:,} + {b['other_n']:,} | {path if r['n'] >= _threshold(r['engine']) else 'exact (below threshold)'} | "
+            f"| {r['engine']} | {r['n']:,} + {b['other_n']:,} | {r['default_path']} | "
             f"{auto['p50']:.1f} | {auto['p95']:.1f} | {auto['recall']:.3f} | {exact['p50']:.1f} | {exact['p50'] / auto['p50']:.1f}x | "
             f"{r['store_exact']['p50']:.1f} / {r['store_auto']['p50']:.1f} ({r['store_auto']['p95']:.1f}) | "
             f"{r['search_exact']['p50']:.1f} / {r['search_auto']['p50']:.1f} ({r['search_auto']['p95']:.1f}) | {r['embed_p50']:.1f} | {build} | {b['disk_mb']:.0f} |"
@@ -449,13 +458,6 @@ def report(paths: list[Path]) -> str:
                 + (f"{other['p50']:.1f} | {other['recall']:.3f} |" if other else "- | - |")
             )
     return "\n".join(lines)
-
-
-def _threshold(engine: str) -> int:
-    from nemori_cli.store import db as sqlite_engine
-    from nemori_cli.store import pg
-
-    return sqlite_engine.QUANTISED_MIN_ROWS if engine == "sqlite" else pg.HNSW_MIN_ROWS
 
 
 def _cpu_name() -> str:

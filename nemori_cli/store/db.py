@@ -29,6 +29,7 @@ import numpy as np
 import sqlite_vec
 
 from nemori_cli.errors import StoreError
+from nemori_cli.store.base import StoreBase
 from nemori_cli.store.migrations import MIGRATIONS
 
 BUSY_TIMEOUT_MS = 10_000
@@ -53,7 +54,7 @@ def _dict_rows(cursor: apsw.Cursor, row: tuple) -> dict:
     return {d[0]: v for d, v in zip(cursor.get_description(), row)}
 
 
-class Database:
+class Database(StoreBase):
     """One connection to one nemori file. Use ``transaction()`` for each unit of work, ``snapshot()`` for a read of several statements."""
 
     engine = "sqlite"
@@ -204,13 +205,6 @@ class Database:
             # A write the system refused: ENOSPC mid-write, a quota, a file-size limit (EFBIG), a failing disk.
             raise StoreError(f"writing {self.path} failed ({self._io_reason(e)}); {undone}: free space and rerun to resume") from None
 
-    def query(self, sql: str, params: tuple | dict = ()) -> list[dict]:
-        return list(self.conn.execute(sql, params))
-
-    def one(self, sql: str, params: tuple | dict = ()) -> dict | None:
-        rows = self.query(sql, params)
-        return rows[0] if rows else None
-
     def checkpoint(self) -> bool:
         """Fold the write-ahead log into the file: reads after a big ingest stay fast.
 
@@ -270,28 +264,6 @@ class Database:
         return int(row["v"]) if row and row["v"] is not None else 0
 
     # -- meta ---------------------------------------------------------------
-    def get_meta(self, key: str) -> str | None:
-        row = self.one("SELECT value FROM meta WHERE key = ?", (key,))
-        return row["value"] if row else None
-
-    def set_meta(self, key: str, value: str) -> None:
-        self.conn.execute(
-            "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-            (key, value),
-        )
-
-    def embedder_identity(self) -> str | None:
-        return self.get_meta("embedder")
-
-    def check_embedder(self, identity: str) -> None:
-        """Refuse to mix vectors of two embedders in one file."""
-        stored = self.embedder_identity()
-        if stored is not None and stored != identity:
-            raise StoreError(
-                f"{self.path} was built with embedder {stored}, not {identity}; "
-                "use --embedder with the original one, or a new --db"
-            )
-
     def bind_embedder(self, identity: str, dimensions: int) -> None:
         """Record the embedder and create the vector tables for its width (once)."""
         self.check_embedder(identity)
@@ -375,9 +347,6 @@ class Database:
         if self._bits_tables is None:
             self._bits_tables = {r["name"] for r in self.query("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE '%\\_bits' ESCAPE '\\'")}
         return f"{table}_bits" in self._bits_tables
-
-    def has_vectors(self) -> bool:
-        return self.embedder_identity() is not None
 
     # -- search: what each engine says its own way (store/pg.py has the other) --
     def vector_search(self, table: str, user: str, query, k: int, within=None) -> list[tuple[int, float]]:

@@ -24,7 +24,6 @@ Why each step is needed for "gone from the file":
 from __future__ import annotations
 
 
-import json
 from collections.abc import Callable
 
 import numpy as np

@@ -43,7 +43,7 @@ def add(
     """Insert a note and index it twice. Caller holds the transaction."""
     conn = db.conn
     conn.execute(
-        f"INSERT INTO notes(user_id, content, ts, ts_epoch, keywords, tags, context, origin, message_id, episode_id, created_at)"
+        "INSERT INTO notes(user_id, content, ts, ts_epoch, keywords, tags, context, origin, message_id, episode_id, created_at)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (user, content, ts.isoformat(), to_epoch(ts), json.dumps(keywords), json.dumps(tags), context, origin, message_id, episode_id, now_iso()),
     )

@@ -34,6 +34,7 @@ import numpy as np
 
 from nemori_cli.config import shown_url
 from nemori_cli.errors import StoreError
+from nemori_cli.store.base import StoreBase
 from nemori_cli.store.pg_dialect import named, translate
 from nemori_cli.store.pg_migrations import MIGRATIONS
 
@@ -134,7 +135,7 @@ def _first_line(e: Exception) -> str:
     return (str(e).strip().splitlines() or [type(e).__name__])[0]
 
 
-class PgDatabase:
+class PgDatabase(StoreBase):
     """One connection to one nemori store on a PostgreSQL server."""
 
     engine = "postgresql"
@@ -248,13 +249,6 @@ class PgDatabase:
             self._reading = False
             self.conn.raw.execute("COMMIT")
 
-    def query(self, sql: str, params: tuple | dict = ()) -> list[dict]:
-        return self.conn.execute(sql, params)
-
-    def one(self, sql: str, params: tuple | dict = ()) -> dict | None:
-        rows = self.query(sql, params)
-        return rows[0] if rows else None
-
     def checkpoint(self) -> bool:
         return True  # the server writes its log back by itself
 
@@ -279,28 +273,7 @@ class PgDatabase:
         """The database's size on the server (every table and index of it)."""
         return int(self.one("SELECT pg_database_size(current_database()) AS n")["n"])
 
-    # -- meta (same statements as SQLite) ------------------------------------
-    def get_meta(self, key: str) -> str | None:
-        row = self.one("SELECT value FROM meta WHERE key = ?", (key,))
-        return row["value"] if row else None
-
-    def set_meta(self, key: str, value: str) -> None:
-        self.conn.execute(
-            "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-            (key, value),
-        )
-
-    def embedder_identity(self) -> str | None:
-        return self.get_meta("embedder")
-
-    def check_embedder(self, identity: str) -> None:
-        stored = self.embedder_identity()
-        if stored is not None and stored != identity:
-            raise StoreError(
-                f"{self.path} was built with embedder {stored}, not {identity}; "
-                "use --embedder with the original one, or another --db"
-            )
-
+    # -- the embedder's vector tables (meta and the checks: store/base.py) ----
     def bind_embedder(self, identity: str, dimensions: int) -> None:
         self.check_embedder(identity)
         if self.embedder_identity() == identity:
@@ -346,9 +319,6 @@ class PgDatabase:
             return 0
         self.conn.execute(f"DELETE FROM {table} WHERE rowid = ANY(?)", (ids,))
         return self.conn.changes()
-
-    def has_vectors(self) -> bool:
-        return self.embedder_identity() is not None
 
     # -- search --------------------------------------------------------------
     def vector_search(self, table: str, user: str, query: np.ndarray, k: int, within=None) -> list[tuple[int, float]]:

@@ -129,7 +129,9 @@ def _chat(path, n: int, first: int, words: int = 80):
 
 def test_ingest_on_a_full_disk_is_one_line_keeps_what_it_had_and_resumes(tmp_path):
     path = tmp_path / "memory.db"
-    small, big = _chat(tmp_path / "small.jsonl", 8, 0), _chat(tmp_path / "big.jsonl", 200, 100)
+    # The big chat's messages must not fit in what the limit leaves: the log file starts empty and may grow
+    # to the limit too, so it must need more than the whole small file (which the vector tables' bit copies grew).
+    small, big = _chat(tmp_path / "small.jsonl", 8, 0), _chat(tmp_path / "big.jsonl", 600, 100)
     first = child(tmp_path, "cli", "ingest", str(small), "--db", str(path), "--user", "alice", limit=UNLIMITED)
     assert first.returncode == 0, first.stderr
     size = max(p.stat().st_size for p in tmp_path.glob("memory.db*"))
@@ -143,7 +145,7 @@ def test_ingest_on_a_full_disk_is_one_line_keeps_what_it_had_and_resumes(tmp_pat
     again = child(tmp_path, "cli", "ingest", str(big), "--db", str(path), "--user", "alice", limit=UNLIMITED)
     assert again.returncode == 0, again.stderr
     db = whole(path)
-    assert db.one("SELECT count(*) AS n FROM messages")["n"] == 208 and message_sql.count_pending(db, "alice") < 208
+    assert db.one("SELECT count(*) AS n FROM messages")["n"] == 608 and message_sql.count_pending(db, "alice") < 608
     db.close()
 
 

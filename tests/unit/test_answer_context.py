@@ -57,6 +57,8 @@ def test_a_database_made_before_the_message_index_is_indexed_on_its_next_ingest(
     with db.transaction():  # as a file from before migration 6 would be: messages, no index rows
         db.conn.execute("DELETE FROM message_fts")
         db.conn.execute("DELETE FROM message_vec")
+        if "message_vec_bits" in db.table_names():  # SQLite's quantised copy: a file that old had no vectors in it either
+            db.conn.execute("DELETE FROM message_vec_bits")
     assert len(message_index.unindexed(db, "u")) == 6
     Pipeline(db, "u", llm, embedder).add_messages([])
     assert message_index.count(db, "u") == 6
@@ -312,6 +314,8 @@ def test_a_memory_not_yet_indexed_is_never_told_its_words_were_not_said(db, llm,
     with db.transaction():  # a file from before migration 6, asked before its next ingest
         db.conn.execute("DELETE FROM message_fts")
         db.conn.execute("DELETE FROM message_vec")
+        if "message_vec_bits" in db.table_names():  # SQLite's quantised copy: a file that old had no vectors in it either
+            db.conn.execute("DELETE FROM message_vec_bits")
     backend.default = lambda messages, schema: {"answer": "45 dollars"}
     answer, _ = ask(db, "u", embedder, llm, "How much does the violin teacher charge?")
     assert not answer.abstained and answer.answer == "45 dollars"

@@ -8,7 +8,7 @@ import typer
 
 from nemori_cli.config import MAX_WORKERS, Settings
 
-Db = Annotated[Optional[str], typer.Option("--db", help="SQLite file (env NEMORI_DB; default in your data directory).", show_default=False)]
+Db = Annotated[Optional[str], typer.Option("--db", help="SQLite file, or a postgresql://user@host/db URL for a PostgreSQL server (env NEMORI_DB; default a file in your data directory).", show_default=False)]
 User = Annotated[Optional[str], typer.Option("--user", "-u", help="Whose memory (env NEMORI_USER; default 'default').", show_default=False)]
 Model = Annotated[Optional[str], typer.Option("--model", "-m", help="LLM preset from `nemori models`, or a .gguf path (env NEMORI_MODEL).", show_default=False)]
 EmbedderName = Annotated[Optional[str], typer.Option("--embedder", help="Embedder preset (env NEMORI_EMBEDDER).", show_default=False)]

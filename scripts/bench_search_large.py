@@ -98,11 +98,32 @@ def embedder():
 
 
 # -- stage 1: vectors -----------------------------------------------------------
-def embed(count: int) -> None:
+class _Bf16:
+    """The embedder's documents computed under bfloat16 autocast: about 1.5x faster on a CPU with AVX-512 BF16.
+
+    Measured on 1,500 joined pairs against float32: cosine >= 0.99996 for
+    every text (mean 0.99999), 218 against 143 texts/s. 1.1M texts in float32
+    would take over two hours on 2 cores. Queries stay float32 (the product's own path).
+    """
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.inner.embed_query(text)
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        import torch
+
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return np.asarray(self.inner.embed_documents(texts), dtype=np.float32)
+
+
+def embed(count: int, bf16: bool = True) -> None:
     """Embed the first ``count`` memory texts in chunks of CHUNK, each chunk cached (a rerun goes on where it stopped)."""
     CACHE.mkdir(parents=True, exist_ok=True)
     texts = corpus(count)
-    model = embedder()
+    model = _Bf16(embedder()) if bf16 else embedder()
     qpath = CACHE / "queries.npy"
     if not qpath.exists():
         np.save(qpath, np.stack([model.embed_query(q) for q in questions()]))
@@ -117,7 +138,7 @@ def embed(count: int) -> None:
         seconds = time.perf_counter() - t
         np.save(path.with_suffix(".tmp.npy"), vectors)
         path.with_suffix(".tmp.npy").rename(path)
-        record = {"chunk": start // CHUNK, "texts": len(chunk), "seconds": round(seconds, 1), "per_s": round(len(chunk) / seconds, 1), "at": datetime.now().isoformat(timespec="seconds")}
+        record = {"chunk": start // CHUNK, "texts": len(chunk), "bf16": bf16, "seconds": round(seconds, 1), "per_s": round(len(chunk) / seconds, 1), "at": datetime.now().isoformat(timespec="seconds")}
         with log.open("a") as f:
             f.write(json.dumps(record) + "\n")
         print(record, flush=True)
@@ -187,20 +208,71 @@ def load(db, user: str, texts: list[str], vectors: np.ndarray, start: datetime) 
                 add(db, user, EpisodeDraft(title, texts[i], m.timestamp, m.timestamp, "model", (m.id,)), vectors[i])
 
 
-def build(engine: str, n: int, pool: np.ndarray, texts: list[str], identity_: str, server=None) -> tuple[object, dict]:
+def bulk_load_pg(db, users: list[tuple[str, list[str], np.ndarray, datetime]]) -> None:
+    """The same rows ``load`` writes (messages, episodes, their full-text and vector rows), by COPY.
+
+    Through the store's own inserts a PostgreSQL store loads about 400
+    memories a second here (a round trip per statement): 45 minutes for 1.1M.
+    COPY writes the same rows in a few minutes; the GIN and HNSW indexes are
+    built after, as CREATE INDEX on a loaded table does. ``run --check-bulk``
+    compares a store loaded each way.
+    """
+    from pgvector.psycopg import register_vector
+
+    from nemori_cli.domain import IncomingMessage, to_epoch
+    from nemori_cli.store.messages import keys_for
+    from nemori_cli.store.db import now_iso
+
+    raw = db.conn.raw
+    register_vector(raw)
+    stamp = now_iso()
+    with raw.transaction():
+        raw.execute("DROP INDEX IF EXISTS episode_fts_tsv")
+        episode_id = message_id = 0
+        for user, texts, vectors, start in users:
+            msgs = [IncomingMessage("Ann", t, start + timedelta(minutes=i), source_id=f"{user}-{i}") for i, t in enumerate(texts)]
+            keys = keys_for(msgs)
+            with raw.cursor() as cur:
+                with cur.copy(
+                    "COPY episodes (id, user_id, title, narrative, start_ts, end_ts, start_epoch, end_epoch, boundary, created_at) FROM STDIN"
+                ) as copy:
+                    for i, m in enumerate(msgs):
+                        ts = m.timestamp.isoformat()
+                        copy.write_row((episode_id + i + 1, user, " ".join(m.content.split()[:6]), m.content, ts, ts, to_epoch(m.timestamp), to_epoch(m.timestamp), "model", stamp))
+                with cur.copy(
+                    "COPY messages (id, user_id, msg_key, source_id, session, speaker, content, ts, ts_epoch, episode_id, ingested_at) FROM STDIN"
+                ) as copy:
+                    for i, (m, key) in enumerate(zip(msgs, keys)):
+                        copy.write_row((message_id + i + 1, user, key, m.source_id, m.session, m.speaker, m.content, m.timestamp.isoformat(), to_epoch(m.timestamp), episode_id + i + 1, stamp))
+                with cur.copy("COPY episode_fts (rowid, title, narrative, user_id) FROM STDIN") as copy:
+                    for i, m in enumerate(msgs):
+                        copy.write_row((episode_id + i + 1, " ".join(m.content.split()[:6]), m.content, user))
+                with cur.copy("COPY episode_vec (rowid, user_id, embedding) FROM STDIN WITH (FORMAT BINARY)") as copy:
+                    copy.set_types(["int8", "text", "vector"])
+                    for i in range(len(msgs)):
+                        copy.write_row((episode_id + i + 1, user, np.asarray(vectors[i], dtype=np.float32)))
+            episode_id += len(msgs)
+            message_id += len(msgs)
+        raw.execute("SELECT setval(pg_get_serial_sequence('episodes', 'id'), %s)", (episode_id,))
+        raw.execute("SELECT setval(pg_get_serial_sequence('messages', 'id'), %s)", (message_id,))
+        raw.execute("SET LOCAL maintenance_work_mem = '2GB'")
+        raw.execute("CREATE INDEX episode_fts_tsv ON episode_fts USING gin (tsv)")
+
+
+def build(engine: str, n: int, pool: np.ndarray, texts: list[str], identity_: str, server=None, bulk: bool = True, tag: str = "") -> tuple[object, dict]:
     """The store of size n (reused when a previous run finished it), and its build record."""
     from nemori_cli.store.engines import open_store
 
-    record_path = CACHE / f"built-{engine}-{n}.json"
-    target = str(CACHE / f"sqlite-{n}.db") if engine == "sqlite" else pg_url(server, f"bench_{n}")
+    record_path = CACHE / f"built-{engine}-{n}{tag}.json"
+    target = str(CACHE / f"sqlite-{n}{tag}.db") if engine == "sqlite" else pg_url(server, f"bench_{n}{tag}")
     if record_path.exists():
         return open_store(target), json.loads(record_path.read_text())
     if engine == "sqlite":
         for suffix in ("", "-wal", "-shm"):
             Path(target + suffix).unlink(missing_ok=True)
     else:
-        drop_pg(server, f"bench_{n}")
-        target = pg_url(server, f"bench_{n}")
+        drop_pg(server, f"bench_{n}{tag}")
+        target = pg_url(server, f"bench_{n}{tag}")
     bench, other, bench_ix, other_ix = user_vectors(n, pool)
     db = open_store(target)
     db.bind_embedder(identity_, pool.shape[1])
@@ -210,12 +282,18 @@ def build(engine: str, n: int, pool: np.ndarray, texts: list[str], identity_: st
         for t in ("episode_vec", "fact_vec", "note_vec", "message_vec"):
             db.conn.execute(f"DROP INDEX IF EXISTS {t}_hnsw")
     t0 = time.perf_counter()
-    load(db, "bench", [texts[i] for i in bench_ix], bench, datetime(2023, 1, 1))
-    load(db, "other", [texts[i] for i in other_ix], other, datetime(2024, 1, 1))
+    users = [("bench", [texts[i] for i in bench_ix], bench, datetime(2023, 1, 1)), ("other", [texts[i] for i in other_ix], other, datetime(2024, 1, 1))]
+    if engine == "postgresql" and bulk:
+        bulk_load_pg(db, users)
+        record["load"] = "COPY"
+    else:
+        for user, user_texts, vectors, start in users:
+            load(db, user, user_texts, vectors, start)
+        record["load"] = "store inserts"
     record["load_s"] = time.perf_counter() - t0
     if engine == "postgresql":
         t0 = time.perf_counter()
-        db.conn.execute("SET maintenance_work_mem = '2GB'")
+        db.conn.execute("SET maintenance_work_mem = '4GB'")
         for t in ("episode_vec", "fact_vec", "note_vec", "message_vec"):
             db._create_hnsw(t)
         record["hnsw_build_s"] = time.perf_counter() - t0
@@ -293,7 +371,7 @@ class forced:
             setattr(m, name, value)
 
 
-def measure(engine: str, n: int, db, pool: np.ndarray, queries: np.ndarray, texts_q: list[str], model, n_queries: int) -> dict:
+def measure(engine: str, n: int, db, pool: np.ndarray, queries: np.ndarray, texts_q: list[str], model, n_queries: int, exact_queries: int = 0) -> dict:
     from nemori_cli.retrieval.search import SearchOptions, search
 
     bench, other, bench_ix, other_ix = user_vectors(n, pool)
@@ -316,9 +394,12 @@ def measure(engine: str, n: int, db, pool: np.ndarray, queries: np.ndarray, text
     )
     never = 10**12
     exact_knobs = {"QUANTISED_MIN_ROWS": never, "HNSW_MIN_ROWS": never}
+    # The exact scans at 1M take over a second a query: --exact-queries times them on the first few only.
+    ne = min(exact_queries or len(queries), len(queries))
+    out["exact_queries"] = ne
     with forced(**exact_knobs):
-        out["exact_k10"] = time_vector(db, "bench", queries, 10, truth["bench"], id_of_row)
-        out["exact_k50"] = time_vector(db, "bench", queries, 50, None, id_of_row)
+        out["exact_k10"] = time_vector(db, "bench", queries[:ne], 10, truth["bench"][:ne], id_of_row)
+        out["exact_k50"] = time_vector(db, "bench", queries[:ne], 50, None, id_of_row)
     out["auto_k10"] = time_vector(db, "bench", queries, 10, truth["bench"], id_of_row)
     out["auto_k50"] = time_vector(db, "bench", queries, 50, None, id_of_row)
     out["auto_other_k10"] = time_vector(db, "other", queries, 10, truth["other"], id_of_row)
@@ -352,7 +433,7 @@ def measure(engine: str, n: int, db, pool: np.ndarray, queries: np.ndarray, text
     for label, knobs in (("search_exact", exact_knobs), ("search_auto", {})):
         with forced(**knobs):
             times = []
-            for text in texts_q:
+            for text in texts_q[:ne] if knobs else texts_q:
                 _, ms = search(db, "bench", model, text, SearchOptions(k=10))
                 times.append(ms)
         out[label] = {"p50": statistics.median(times), "p95": pct(times, 95)}
@@ -362,7 +443,7 @@ def measure(engine: str, n: int, db, pool: np.ndarray, queries: np.ndarray, text
     for label, knobs in (("store_exact", exact_knobs), ("store_auto", {})):
         with forced(**knobs):
             times = []
-            for text in texts_q:
+            for text in texts_q[:ne] if knobs else texts_q:
                 _, ms = search(db, "bench", cached, text, SearchOptions(k=10))
                 times.append(ms)
         out[label] = {"p50": statistics.median(times), "p95": pct(times, 95)}
@@ -392,7 +473,7 @@ class _Cached:
         return self.vectors[text]
 
 
-def run(sizes: list[int], engines: list[str], n_queries: int, out_json: Path | None) -> None:
+def run(sizes: list[int], engines: list[str], n_queries: int, out_json: Path | None, exact_queries: int = 0, bulk: bool = True) -> None:
     from nemori_cli.embed.base import identity
 
     need = max(sizes) + max(1, max(sizes) // 10)
@@ -408,9 +489,9 @@ def run(sizes: list[int], engines: list[str], n_queries: int, out_json: Path | N
         for engine in engines:
             # The pool for this size: the first n memories (the searched user's) and the next n/10 (the other user's).
             sub, sub_texts = pool[: n + max(1, n // 10)], texts[: n + max(1, n // 10)]
-            db, record = build(engine, n, sub, sub_texts, ident, server)
+            db, record = build(engine, n, sub, sub_texts, ident, server, bulk=bulk)
             print(json.dumps(record), flush=True)
-            result = {"build": record} | measure(engine, n, db, sub, queries, texts_q, model, n_queries)
+            result = {"build": record} | measure(engine, n, db, sub, queries, texts_q, model, n_queries, exact_queries)
             db.close()
             print(json.dumps(result), flush=True)
             results.append(result)
@@ -424,6 +505,33 @@ def run(sizes: list[int], engines: list[str], n_queries: int, out_json: Path | N
     }
     if out_json:
         out_json.write_text(json.dumps({"machine": machine, "results": results}, indent=1) + "\n")
+
+
+def check_bulk(n: int) -> None:
+    """A store loaded by COPY holds what one loaded by the store's inserts holds, and searches the same."""
+    from nemori_cli.embed.base import identity
+    from nemori_cli.retrieval.search import SearchOptions, search
+
+    pool = load_vectors(n + n // 10)
+    texts = corpus(n + n // 10)
+    model = embedder()
+    server = pg_server()
+    stores = {}
+    for bulk in (False, True):
+        tag = "_copy" if bulk else "_inserts"
+        (CACHE / f"built-postgresql-{n}{tag}.json").unlink(missing_ok=True)
+        stores[bulk], _ = build("postgresql", n, pool, texts, identity(model), server, bulk=bulk, tag=tag)
+    tables = {"episodes": "id, user_id, title, narrative, start_ts, end_ts, start_epoch, end_epoch, boundary, status",
+              "messages": "id, user_id, msg_key, source_id, session, speaker, content, ts, ts_epoch, episode_id",
+              "episode_fts": "rowid, title, narrative, user_id, tsv::text", "episode_vec": "rowid, user_id, embedding::text"}
+    for table, cols in tables.items():
+        a, b = (stores[k].query(f"SELECT {cols} FROM {table} ORDER BY 1") for k in (False, True))
+        print(table, len(a), "rows", "same" if a == b else "DIFFERENT", flush=True)
+        assert a == b, table
+    for q in questions(20):
+        a, b = (search(stores[k], "bench", model, q, SearchOptions(k=10))[0] for k in (False, True))
+        assert [(h.kind, h.id) for h in a] == [(h.kind, h.id) for h in b], q
+    print("20 searches: the same hits in the same order")
 
 
 def report(paths: list[Path]) -> str:
@@ -476,11 +584,16 @@ def main() -> None:
     e = sub.add_parser("embed")
     e.add_argument("--count", type=int, default=110_000)
     e.add_argument("--probe", type=int, default=0, help="only time embedding this many texts, cache nothing")
+    e.add_argument("--fp32", action="store_true", help="documents in float32 (default: bfloat16 autocast, see _Bf16)")
     r = sub.add_parser("run")
     r.add_argument("--sizes", default="10000,100000")
     r.add_argument("--engines", default="sqlite,postgresql")
     r.add_argument("--queries", type=int, default=200)
     r.add_argument("--json", type=Path)
+    r.add_argument("--exact-queries", type=int, default=0, help="time the exact scans on this many queries only (default: all)")
+    r.add_argument("--store-inserts", action="store_true", help="load PostgreSQL through the store's own inserts, not COPY")
+    c = sub.add_parser("check-bulk", help="load one PostgreSQL store each way and compare their rows and searches")
+    c.add_argument("--size", type=int, default=2000)
     rep = sub.add_parser("report")
     rep.add_argument("paths", nargs="+", type=Path)
     args = parser.parse_args()
@@ -488,7 +601,10 @@ def main() -> None:
         print(report(args.paths))
         return
     if args.stage == "run":
-        run([int(x) for x in args.sizes.split(",")], args.engines.split(","), args.queries, args.json)
+        run([int(x) for x in args.sizes.split(",")], args.engines.split(","), args.queries, args.json, args.exact_queries, bulk=not args.store_inserts)
+        return
+    if args.stage == "check-bulk":
+        check_bulk(args.size)
         return
     if args.stage == "embed":
         if args.probe:
@@ -500,7 +616,7 @@ def main() -> None:
             s = time.perf_counter() - t
             print(json.dumps({"probe": len(texts), "seconds": round(s, 1), "per_s": round(len(texts) / s, 1)}))
             return
-        embed(args.count)
+        embed(args.count, bf16=not args.fp32)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,9 @@ from nemori_cli.errors import ConfigError
 
 CONFIG = "config.json"
 RESULTS = "results.jsonl"
+# What a config entry means when a folder written before it existed lacks it:
+# memories were kept in SQLite files before `bench --db`.
+ABSENT_MEANS = {"store_engine": "sqlite"}
 
 
 class ResultLog:
@@ -73,7 +76,7 @@ def check_resumable(out: Path, config: dict, keys: tuple[str, ...]) -> None:
     except ValueError:
         raise ConfigError(f"{path}: not JSON; remove the folder or choose another --out") from None
     for key in keys:
-        if before.get(key) != config.get(key):
+        if before.get(key, ABSENT_MEANS.get(key)) != config.get(key):
             raise ConfigError(
                 f"{out} holds a run with another {key} ({_short(before.get(key))} vs {_short(config.get(key))});"
                 " choose another --out to compare"

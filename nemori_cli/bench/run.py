@@ -8,14 +8,13 @@ memory whose build was interrupted resumes from its own pending messages.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Protocol
 
 from nemori_cli.bench.results import ResultLog
+from nemori_cli.bench.stores import FileStores, SchemaStores
 from nemori_cli.bench.systems import Reply, Shared, System
 from nemori_cli.domain import IncomingMessage
 from nemori_cli.store import telemetry
@@ -97,28 +96,18 @@ class Silent:
         pass
 
 
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name) or "_"
-
-
-def _file_bytes(path: Path) -> int:
-    return sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
-
-
-def _remove_db(path: Path) -> None:
-    for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
-        if p.exists():
-            p.unlink()
-
-
 def _storage_record(storage) -> dict:
     return {"entries": storage.entries, "characters": storage.characters, "tokens": storage.tokens, **storage.detail}
 
 
 class BenchRunner:
-    def __init__(self, benchmark: str, log: ResultLog, shared: Shared, systems: list[System], scorer: Scorer, judge: Judge | None, progress: RunProgress):
+    def __init__(
+        self, benchmark: str, log: ResultLog, shared: Shared, systems: list[System], scorer: Scorer, judge: Judge | None, progress: RunProgress,
+        stores: FileStores | SchemaStores | None = None,
+    ):
         self.benchmark, self.log, self.shared = benchmark, log, shared
         self.systems, self.scorer, self.judge, self.progress = systems, scorer, judge, progress
+        self.stores = stores or FileStores(log.out)
 
     def run(self, units: list[Unit]) -> None:
         self.progress.set_total(sum(len(u.questions) for u in units) * len(self.systems))
@@ -137,19 +126,16 @@ class BenchRunner:
             if self.judge:
                 judge_missing(self.log, self.benchmark, self.judge)
 
-    def db_path(self, unit: Unit, system: System) -> Path:
-        return self.log.out / "memories" / _safe(unit.key) / f"{_safe(system.build_key)}.db"
-
-    def _built(self, unit: Unit, system: System) -> Database:
-        path = self.db_path(unit, system)
-        where = {"kind": "build", "benchmark": self.benchmark, "unit": unit.key, "build_key": system.build_key}
-        if self.log.find(**where) and path.exists():
-            return Database(path)
-        resumed = path.exists() and getattr(system, "resumable", False)
-        if path.exists() and not resumed:
-            _remove_db(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        db = Database(path)
+    def _built(self, unit: Unit, system: System):
+        key = system.build_key
+        where = {"kind": "build", "benchmark": self.benchmark, "unit": unit.key, "build_key": key}
+        exists = self.stores.exists(unit.key, key)
+        if self.log.find(**where) and exists:
+            return self.stores.open(unit.key, key)
+        resumed = exists and getattr(system, "resumable", False)
+        if exists and not resumed:
+            self.stores.remove(unit.key, key)
+        db = self.stores.open(unit.key, key)
         started = time.perf_counter()
         system.build(db, USER, unit.messages, self.shared, self.progress.step(f"{unit.key} {system.build_key}: memory", len(unit.messages)))
         seconds = time.perf_counter() - started
@@ -164,7 +150,7 @@ class BenchRunner:
                 "resumed": resumed,
                 "stages": telemetry.stage_stats(db, USER),
                 "storage": _storage_record(storage),
-                "db_bytes": _file_bytes(path),
+                "db_bytes": self.stores.size_bytes(db, unit.key, key),
             }
         )
         return db

@@ -29,12 +29,20 @@ AnswerModel = Annotated[
     typer.Option("--answer-model", help="Answer with this preset instead of --model; each system is then reported as SYSTEM@PRESET.", show_default=False),
 ]
 Out = Annotated[Optional[Path], typer.Option("--out", help="Output folder; rerunning into it resumes (default bench-results/BENCHMARK-MODEL).", show_default=False)]
+BenchDb = Annotated[
+    Optional[str],
+    typer.Option(
+        "--db",
+        help="Keep the memories in this PostgreSQL database (postgresql://...), a schema each, instead of a SQLite file each in the output folder.",
+        show_default=False,
+    ),
+]
 
 LOCOMO_SCORES = ("set_f1", "official_f1", "bleu1", "evidence_recall")
 LONGMEMEVAL_SCORES = ("match", "set_f1", "evidence_recall")
 # What a folder's earlier run must share with this one to be resumed (systems, samples and caps may differ).
 # The judge is not part of it: its labels are records of their own (`nemori bench judge`).
-IDENTITY = ("benchmark", "data", "model", "embedder", "scope_key")
+IDENTITY = ("benchmark", "data", "model", "embedder", "scope_key", "store_engine")
 VERSIONED = ("llama_cpp_python", "sentence-transformers", "torch", "sqlite-vec", "apsw", "pydantic", "nltk")
 
 
@@ -85,7 +93,7 @@ def _model_info(preset) -> dict:
 
 def _setup(
     settings, judge_model: str | None, file: Path, benchmark: str, systems_arg: str, scope: str, scope_key: dict, out: Path,
-    answer_model: str | None = None,
+    answer_model: str | None = None, stores=None,
 ):
     """The shared models, the chosen systems and the run's configuration.
 
@@ -121,6 +129,9 @@ def _setup(
         "embedder": {"name": emb_preset.name, "model_name": emb_preset.model_name, "dimensions": emb_preset.dimensions, "tau": emb_preset.evoke_threshold},
         "scope": scope,
         "scope_key": scope_key,
+        # Where the memories are kept: answers do not depend on it, but a folder's builds live in one place.
+        "store_engine": stores.engine if stores else "sqlite",
+        "store": stores.describe() if stores else None,
         "systems": [s.name for s in chosen],
         "system_descriptions": {n: s.description for n, s in catalog.available().items()},
         "versions": _versions(),
@@ -174,7 +185,7 @@ def _interrupted(out: Path):
     return typer.Exit(130)
 
 
-def _run(benchmark, out, shared, judge, chosen, config, units, scorer, progress, json_out):
+def _run(benchmark, out, shared, judge, chosen, config, units, scorer, progress, json_out, stores=None):
     from nemori_cli.bench.results import ResultLog
     from nemori_cli.bench.run import BenchRunner
     from nemori_cli.cli.progress import BenchBar
@@ -182,12 +193,19 @@ def _run(benchmark, out, shared, judge, chosen, config, units, scorer, progress,
     log = ResultLog(out, config, identity_keys=IDENTITY)
     bar = BenchBar(progress)
     try:
-        BenchRunner(benchmark, log, shared, chosen, scorer, judge, bar).run(units)
+        BenchRunner(benchmark, log, shared, chosen, scorer, judge, bar, stores).run(units)
     except KeyboardInterrupt:
         bar.close()
         raise _interrupted(out) from None
     bar.close()
     _report(log, json_out)
+
+
+def _stores(db: str | None, out: Path):
+    """Where this run keeps its memories (bench/stores.py); a bad --db is refused before anything is loaded."""
+    from nemori_cli.bench.stores import bench_stores
+
+    return bench_stores(db, out)
 
 
 def _default_out(benchmark: str, settings) -> Path:
@@ -206,6 +224,7 @@ def locomo_cmd(
     adversarial: Annotated[bool, typer.Option("--adversarial/--no-adversarial", help="Ask category 5 too, scored by the official abstention rule.")] = False,
     judge_model: JudgeModel = None,
     out: Out = None,
+    db: BenchDb = None,
     model: opt.Model = None,
     answer_model: AnswerModel = None,
     embedder: opt.EmbedderName = None,
@@ -224,11 +243,12 @@ def locomo_cmd(
         "category 5 included" if adversarial else "category 5 excluded"
     )
     out = out or _default_out("locomo", settings)
+    stores = _stores(db, out)
     shared, judge_llm, chosen, config = _setup(
-        settings, judge_model, file, "locomo", systems, scope, {"sessions": sessions, "adversarial": adversarial}, out, answer_model
+        settings, judge_model, file, "locomo", systems, scope, {"sessions": sessions, "adversarial": adversarial}, out, answer_model, stores
     )
     judge = locomo.judge_with(judge_llm, config["judge"]["name"]) if judge_llm else None
-    _run("locomo", out, shared, judge, chosen, config, units, locomo.score, wanted(progress), json_out)
+    _run("locomo", out, shared, judge, chosen, config, units, locomo.score, wanted(progress), json_out, stores)
 
 
 @bench_app.command("longmemeval")
@@ -241,6 +261,7 @@ def longmemeval_cmd(
     systems: Systems = "nemori,full-context,rag",
     judge_model: JudgeModel = None,
     out: Out = None,
+    db: BenchDb = None,
     model: opt.Model = None,
     answer_model: AnswerModel = None,
     embedder: opt.EmbedderName = None,
@@ -255,9 +276,10 @@ def longmemeval_cmd(
     units = longmemeval.units(file, questions, per_type) if file.is_file() else None
     scope = f"{len(units or [])} questions" + (f" (at most {per_type} per type)" if per_type else "") + ", one memory each"
     out = out or _default_out("longmemeval", settings)
-    shared, judge_llm, chosen, config = _setup(settings, judge_model, file, "longmemeval", systems, scope, {}, out, answer_model)
+    stores = _stores(db, out)
+    shared, judge_llm, chosen, config = _setup(settings, judge_model, file, "longmemeval", systems, scope, {}, out, answer_model, stores)
     judge = longmemeval.judge_with(judge_llm, config["judge"]["name"]) if judge_llm else None
-    _run("longmemeval", out, shared, judge, chosen, config, units, longmemeval.score, wanted(progress), json_out)
+    _run("longmemeval", out, shared, judge, chosen, config, units, longmemeval.score, wanted(progress), json_out, stores)
 
 
 def _folder(folder: Path):

@@ -270,8 +270,16 @@ class PgDatabase(StoreBase):
                 self.conn.execute(f"SELECT setval(?, greatest((SELECT max(id) FROM {table}), 1))", (seq["s"],))
 
     def size_bytes(self) -> int:
-        """The database's size on the server (every table and index of it)."""
-        return int(self.one("SELECT pg_database_size(current_database()) AS n")["n"])
+        """The store's size on the server: every table of its schema with its indexes and TOAST.
+
+        Not pg_database_size: a database may hold several stores (a schema
+        each, as `nemori bench --db` makes) and always holds the catalogs.
+        """
+        row = self.one(
+            "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) AS n FROM pg_class c"
+            " JOIN pg_namespace s ON s.oid = c.relnamespace WHERE s.nspname = current_schema() AND c.relkind IN ('r', 'm')"
+        )
+        return int(row["n"])
 
     # -- the embedder's vector tables (meta and the checks: store/base.py) ----
     def bind_embedder(self, identity: str, dimensions: int) -> None:

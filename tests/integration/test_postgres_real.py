@@ -42,3 +42,25 @@ def test_the_bundled_example_on_postgresql(tmp_path):
     gone = run_nemori("forget", "--user", "default", "--yes", "--db", url)
     assert gone.returncode == 0, gone.stderr.decode()
     assert run_json("stats", "--db", url)["counts"]["messages"] == 0
+
+
+def test_bench_builds_and_answers_from_memories_on_postgresql(tmp_path):
+    from tests.conftest import SHARED_DATA
+
+    locomo = SHARED_DATA / "locomo" / "locomo-dev.json"
+    if not locomo.is_file():
+        pytest.skip(f"development data not found at {locomo}")
+    url = new_database()
+    out = tmp_path / "out"
+    args = ("bench", "locomo", str(locomo), "--sample", "conv-26", "--sessions", "1", "--questions", "1",
+            "--systems", "nemori,rag-256", "--model", "tiny", "--out", str(out), "--db", url)
+    report = run_json(*args)
+    assert report["config"]["store"]["engine"] == "postgresql"
+    for system in ("nemori", "rag-256"):
+        assert report["systems"][system]["overall"]["questions"] == 1
+        assert report["systems"][system]["costs"]["db_bytes"] > 0
+    assert report["systems"]["nemori"]["costs"]["llm_calls"] > 0
+    assert not (out / "memories").exists()  # the memories are schemas on the server, not files
+    lines = (out / "results.jsonl").read_text().splitlines()
+    assert run_json(*args)["systems"].keys() == report["systems"].keys()
+    assert (out / "results.jsonl").read_text().splitlines() == lines  # a rerun resumes: nothing built or answered again

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from datetime import datetime
 
 import pytest
 
@@ -15,6 +16,7 @@ from nemori_cli.bench.results import ResultLog
 from nemori_cli.bench.run import USER, BenchRunner, Silent, judge_missing
 from nemori_cli.bench.systems import AnsweredBy, Shared
 from nemori_cli.cli.progress import BenchBar
+from nemori_cli.domain import IncomingMessage
 from nemori_cli.errors import ConfigError
 from nemori_cli.llm.base import StructuredLLM
 from nemori_cli.llm.fake import FakeBackend
@@ -355,3 +357,93 @@ def test_an_answer_model_of_its_own_reads_the_same_memory_and_is_reported_as_its
     assert len(other.history) == len(log.of_kind("answer"))
     memory_calls = [schema["title"] for _, schema in shared.llm.backend.history]
     assert "Answer" not in memory_calls and "Narrative" in memory_calls  # the memory model built, never answered
+
+
+# -- memories kept in PostgreSQL (bench --db) --------------------------------------
+
+
+def _schemas(url: str) -> set[str]:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        return {r[0] for r in conn.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'nemori_bench_%'")}
+
+
+def test_memories_kept_in_postgresql_get_a_schema_each_and_a_rerun_resumes(tmp_path, shared, locomo_path, backend):
+    from nemori_cli.bench.stores import SchemaStores
+    from tests.support.postgres import new_database
+
+    url = new_database()
+    out = tmp_path / "out"
+    log = ResultLog(out, CONFIG, identity_keys=IDENTITY)
+    units = locomo.units(locomo_path, [], None, None, adversarial=False)
+    stores = SchemaStores(url, out)
+    BenchRunner("locomo", log, shared, catalog.resolve("nemori,full-context"), locomo.score, None, Silent(), stores).run(units)
+    builds = log.of_kind("build")
+    assert sorted(b["build_key"] for b in builds) == sorted(["nemori-native-prediction-int-narrative", "raw-messages"])
+    assert _schemas(url) == {stores.schema("s1", b["build_key"]) for b in builds}
+    assert not (out / "memories").exists()  # nothing went to SQLite files
+    nemori = next(b for b in builds if b["build_key"].startswith("nemori"))
+    assert nemori["storage"]["episodes"] >= 2 and nemori["db_bytes"] > 0
+    answers = {(a["system"], a["qid"]): a for a in log.of_kind("answer")}
+    assert len(answers) == 6 and answers[("full-context", "0")]["answer"] == "Paris"
+
+    # The same rows as a run on SQLite files: the episodes of the memory, read back from its schema.
+    sqlite_log = run_locomo(tmp_path / "sqlite", shared, locomo_path, "nemori")
+    assert sqlite_log.of_kind("build")[0]["storage"]["episodes"] == nemori["storage"]["episodes"]
+
+    calls = len(backend.history)
+    again = ResultLog(out, CONFIG, identity_keys=IDENTITY)
+    BenchRunner("locomo", again, shared, catalog.resolve("nemori,full-context"), locomo.score, None, Silent(), SchemaStores(url, out)).run(units)
+    assert len(backend.history) == calls  # every memory and answer was found, nothing asked again
+    assert len(again.of_kind("build")) == 2
+
+    # Another output folder never shares a memory with this one.
+    other = SchemaStores(url, tmp_path / "elsewhere")
+    assert other.schema("s1", "raw-messages") != stores.schema("s1", "raw-messages")
+    assert not other.exists("s1", "raw-messages")
+
+
+def test_a_memory_half_built_in_postgresql_is_built_again_from_nothing(tmp_path, shared, locomo_path):
+    from nemori_cli.bench.stores import SchemaStores
+    from nemori_cli.store import messages as message_sql
+    from tests.support.postgres import new_database
+
+    url = new_database()
+    out = tmp_path / "out"
+    stores = SchemaStores(url, out)
+    # A raw-messages memory left by a run killed before its build was recorded: stray rows that must not count.
+    db = stores.open("s1", "raw-messages")
+    with db.transaction():
+        message_sql.insert_messages(db, USER, [IncomingMessage("Zed", "a stray message", datetime(2020, 1, 1))])
+    db.close()
+    log = ResultLog(out, CONFIG, identity_keys=IDENTITY)
+    units = locomo.units(locomo_path, [], None, None, adversarial=False)
+    BenchRunner("locomo", log, shared, catalog.resolve("full-context"), locomo.score, None, Silent(), stores).run(units)
+    db = stores.open("s1", "raw-messages")
+    try:
+        speakers = {m.speaker for m in message_sql.all_messages(db, USER)}
+    finally:
+        db.close()
+    assert speakers == {"Ann", "Bob"}
+
+
+def test_bench_db_takes_only_a_postgresql_url(tmp_path):
+    from nemori_cli.bench.stores import bench_stores
+    from nemori_cli.errors import InputError, StoreError
+
+    with pytest.raises(InputError, match="postgresql:// URL"):
+        bench_stores(str(tmp_path / "x.db"), tmp_path / "out")
+    with pytest.raises(StoreError, match=r"PostgreSQL at postgresql://u:\*\*\*@127.0.0.1:1/x"):
+        bench_stores("postgresql://u:secret@127.0.0.1:1/x", tmp_path / "out")
+
+
+def test_a_folder_of_sqlite_memories_is_not_resumed_into_postgresql(tmp_path):
+    from nemori_cli.bench.results import check_resumable
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "config.json").write_text(json.dumps({"benchmark": "locomo"}))  # written before bench --db existed
+    check_resumable(out, {"benchmark": "locomo", "store_engine": "sqlite"}, ("benchmark", "store_engine"))
+    with pytest.raises(ConfigError, match="another store_engine"):
+        check_resumable(out, {"benchmark": "locomo", "store_engine": "postgresql"}, ("benchmark", "store_engine"))

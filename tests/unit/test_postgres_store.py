@@ -194,3 +194,29 @@ def test_an_export_moves_a_memory_between_the_engines_both_ways(world):
     assert _json(nemori("ingest", more, "--db", url, "--user", "ann", "--json"))["episodes"] == 1
     refused = nemori("import-memory", out1, "--db", url)
     assert refused.exit_code != 0 and "already holds memory" in str(refused.exception)
+
+
+def test_bench_keeps_its_memories_in_postgresql_with_db(world, monkeypatch):
+    from nemori_cli import deps
+    from tests.unit.test_bench_run import SAMPLE
+
+    tmp_path, url = world
+    monkeypatch.setattr(deps, "answer_preset", deps.llm_preset)  # the bench records the answer model's preset: the default one
+    data = tmp_path / "mini_locomo.json"
+    data.write_text(json.dumps([SAMPLE]))
+    out = tmp_path / "out"
+    args = ("bench", "locomo", data, "--systems", "full-context,rag-256", "--out", out, "--db", url, "--json")
+    report = _json(nemori(*args))
+    assert set(report["systems"]) == {"full-context", "rag-256"}
+    assert all(s["costs"]["db_bytes"] > 0 for s in report["systems"].values())
+    assert report["config"]["store"] == {"engine": "postgresql", "where": url}
+    assert not (out / "memories").exists()
+    lines = (out / "results.jsonl").read_text().splitlines()
+    assert _json(nemori(*args))["systems"].keys() == report["systems"].keys()
+    assert (out / "results.jsonl").read_text().splitlines() == lines  # resumed: nothing built or answered again
+
+    # The same folder on SQLite files is refused in one line rather than mixed.
+    mixed = nemori(*args[:-3], "--json")
+    assert "another store_engine" in str(mixed.exception)
+    bad = nemori("bench", "locomo", data, "--out", tmp_path / "other", "--db", tmp_path / "x.db")
+    assert "postgresql:// URL" in str(bad.exception) and not (tmp_path / "other").exists()

@@ -408,16 +408,9 @@ class Database(StoreBase):
             )
             if not chunks:
                 return None
-            ids, codes = [], []
-            for c in chunks:
-                size = int(c["size"])
-                valid = np.unpackbits(np.frombuffer(c["validity"], dtype=np.uint8), bitorder="little")[:size].astype(bool)
-                ids.append(np.frombuffer(c["rowids"], dtype=np.int64)[:size][valid])
-                codes.append(np.frombuffer(c["vectors"], dtype=np.uint8).reshape(size, -1)[valid])
-            ids_all = np.concatenate(ids)
+            ids_all, distance = _chunk_distances(chunks, packed)
             if len(ids_all) < QUANTISED_MIN_ROWS:
                 return None
-            distance = _hamming(np.concatenate(codes), packed)
             if len(ids_all) > want:
                 top = np.argpartition(distance, want)[:want]
                 candidates = ids_all[top]
@@ -501,6 +494,30 @@ class Database(StoreBase):
 
 TEXT_INDEXES = ("episode_fts", "fact_fts", "note_fts", "message_fts")
 _POPCOUNT = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).sum(axis=1).astype(np.uint8)  # set bits of each byte
+
+
+def _chunk_distances(chunks: list[dict], packed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(row ids, Hamming distances to ``packed``) of the filled slots of vec0 chunks.
+
+    A table's chunks all have one size, so their blobs are joined and read as
+    one array (a Python loop per chunk of 1,024 cost about a third of a 1M
+    scan); chunks of differing sizes are read one by one.
+    """
+    sizes = {int(c["size"]) for c in chunks}
+    if len(sizes) == 1:
+        size, n = sizes.pop(), len(chunks)
+        valid = np.unpackbits(np.frombuffer(b"".join(c["validity"] for c in chunks), dtype=np.uint8).reshape(n, -1), axis=1, bitorder="little")
+        valid = valid[:, :size].astype(bool).ravel()
+        ids = np.frombuffer(b"".join(c["rowids"] for c in chunks), dtype=np.int64).reshape(n, -1)[:, :size].ravel()
+        codes = np.frombuffer(b"".join(c["vectors"] for c in chunks), dtype=np.uint8).reshape(n * size, -1)
+        return ids[valid], _hamming(codes, packed)[valid]
+    ids, distances = [], []
+    for c in chunks:
+        size = int(c["size"])
+        valid = np.unpackbits(np.frombuffer(c["validity"], dtype=np.uint8), bitorder="little")[:size].astype(bool)
+        ids.append(np.frombuffer(c["rowids"], dtype=np.int64)[:size][valid])
+        distances.append(_hamming(np.frombuffer(c["vectors"], dtype=np.uint8).reshape(size, -1)[valid], packed))
+    return np.concatenate(ids), np.concatenate(distances)
 
 
 def _hamming(codes: np.ndarray, packed: np.ndarray) -> np.ndarray:

@@ -119,10 +119,21 @@ class _Bf16:
             return np.asarray(self.inner.embed_documents(texts), dtype=np.float32)
 
 
-def embed(count: int, bf16: bool = True) -> None:
-    """Embed the first ``count`` memory texts in chunks of CHUNK, each chunk cached (a rerun goes on where it stopped)."""
+def embed(count: int, bf16: bool = True, shard: tuple[int, int] = (0, 1)) -> None:
+    """Embed the first ``count`` memory texts in chunks of CHUNK, each chunk cached (a rerun goes on where it stopped).
+
+    ``shard`` (i, n): this process takes every n-th chunk from the i-th, on
+    one thread. Two such processes on 2 cores embed about as fast as one on
+    two threads, and unlike it they do not collapse when anything else runs
+    (a 2-thread torch process whose threads wait on each other fell from 226
+    to 22 texts/s beside a PostgreSQL load).
+    """
     CACHE.mkdir(parents=True, exist_ok=True)
     texts = corpus(count)
+    if shard[1] > 1:
+        import torch
+
+        torch.set_num_threads(1)
     model = _Bf16(embedder()) if bf16 else embedder()
     qpath = CACHE / "queries.npy"
     if not qpath.exists():
@@ -130,14 +141,15 @@ def embed(count: int, bf16: bool = True) -> None:
     log = CACHE / "embed-log.jsonl"
     for start in range(0, count, CHUNK):
         path = CACHE / f"vec-{start // CHUNK:04d}.npy"
-        if path.exists():
+        if path.exists() or (start // CHUNK) % shard[1] != shard[0]:
             continue
         chunk = texts[start : start + CHUNK]
         t = time.perf_counter()
         vectors = model.embed_documents(chunk)
         seconds = time.perf_counter() - t
-        np.save(path.with_suffix(".tmp.npy"), vectors)
-        path.with_suffix(".tmp.npy").rename(path)
+        tmp = path.with_name(f"{path.stem}.tmp{shard[0]}.npy")
+        np.save(tmp, vectors)
+        tmp.rename(path)
         record = {"chunk": start // CHUNK, "texts": len(chunk), "bf16": bf16, "seconds": round(seconds, 1), "per_s": round(len(chunk) / seconds, 1), "at": datetime.now().isoformat(timespec="seconds")}
         with log.open("a") as f:
             f.write(json.dumps(record) + "\n")
@@ -228,6 +240,7 @@ def bulk_load_pg(db, users: list[tuple[str, list[str], np.ndarray, datetime]]) -
     stamp = now_iso()
     with raw.transaction():
         raw.execute("DROP INDEX IF EXISTS episode_fts_tsv")
+        raw.execute("DROP INDEX IF EXISTS episode_vec_hnsw")  # built after the load (build() times it), never row by row
         episode_id = message_id = 0
         for user, texts, vectors, start in users:
             msgs = [IncomingMessage("Ann", t, start + timedelta(minutes=i), source_id=f"{user}-{i}") for i, t in enumerate(texts)]
@@ -585,6 +598,7 @@ def main() -> None:
     e.add_argument("--count", type=int, default=110_000)
     e.add_argument("--probe", type=int, default=0, help="only time embedding this many texts, cache nothing")
     e.add_argument("--fp32", action="store_true", help="documents in float32 (default: bfloat16 autocast, see _Bf16)")
+    e.add_argument("--shard", default="0/1", help="I/N: embed every N-th chunk from the I-th, on one thread (run N processes)")
     r = sub.add_parser("run")
     r.add_argument("--sizes", default="10000,100000")
     r.add_argument("--engines", default="sqlite,postgresql")
@@ -616,7 +630,8 @@ def main() -> None:
             s = time.perf_counter() - t
             print(json.dumps({"probe": len(texts), "seconds": round(s, 1), "per_s": round(len(texts) / s, 1)}))
             return
-        embed(args.count, bf16=not args.fp32)
+        i, n = (int(x) for x in args.shard.split("/"))
+        embed(args.count, bf16=not args.fp32, shard=(i, n))
 
 
 if __name__ == "__main__":

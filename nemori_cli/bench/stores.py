@@ -16,10 +16,10 @@ from __future__ import annotations
 import hashlib
 import re
 from pathlib import Path
-from urllib.parse import quote
 
 from nemori_cli.config import is_store_url, shown_url
-from nemori_cli.errors import InputError, StoreError
+from nemori_cli.errors import InputError
+from nemori_cli.store import pg_schemas
 from nemori_cli.store.engines import open_store
 
 
@@ -72,19 +72,7 @@ class SchemaStores:
         self.url = url
         # The folder as given to this run, resolved: two folders, two sets of schemas.
         self.folder_key = str(out.resolve())
-        with self._admin() as conn:
-            # In public, where every schema's store finds it: created inside a memory's schema,
-            # dropping that schema would take the extension (and every other memory's vectors) with it.
-            if not conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone():
-                conn.execute("CREATE EXTENSION vector SCHEMA public")
-
-    def _admin(self):
-        import psycopg
-
-        try:
-            return psycopg.connect(self.url, autocommit=True, connect_timeout=10)
-        except psycopg.Error as e:
-            raise StoreError(f"PostgreSQL at {shown_url(self.url)}: {str(e).strip().splitlines()[0]}") from None
+        pg_schemas.ensure_vector_in_public(url)
 
     def schema(self, unit_key: str, build_key: str) -> str:
         """nemori_bench_UNIT_BUILD_HASH, lower case, within PostgreSQL's 63 characters."""
@@ -93,22 +81,15 @@ class SchemaStores:
         return f"nemori_bench_{readable}_{digest}"
 
     def exists(self, unit_key: str, build_key: str) -> bool:
-        with self._admin() as conn:
-            row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f"{self.schema(unit_key, build_key)}.schema_migrations",)).fetchone()
-        return bool(row[0])
+        return pg_schemas.store_exists(self.url, self.schema(unit_key, build_key))
 
     def remove(self, unit_key: str, build_key: str) -> None:
-        with self._admin() as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{self.schema(unit_key, build_key)}" CASCADE')
-
-    def url_of(self, unit_key: str, build_key: str) -> str:
-        separator = "&" if "?" in self.url else "?"
-        return f"{self.url}{separator}options={quote(f'-csearch_path={self.schema(unit_key, build_key)},public')}"
+        pg_schemas.drop_schema(self.url, self.schema(unit_key, build_key))
 
     def open(self, unit_key: str, build_key: str):
-        with self._admin() as conn:
-            conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema(unit_key, build_key)}"')
-        return open_store(self.url_of(unit_key, build_key))
+        schema = self.schema(unit_key, build_key)
+        pg_schemas.create_schema(self.url, schema)
+        return open_store(pg_schemas.url_in_schema(self.url, schema))
 
     def size_bytes(self, db, unit_key: str, build_key: str) -> int:
         return db.size_bytes()

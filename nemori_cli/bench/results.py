@@ -76,9 +76,10 @@ def check_resumable(out: Path, config: dict, keys: tuple[str, ...]) -> None:
     except ValueError:
         raise ConfigError(f"{path}: not JSON; remove the folder or choose another --out") from None
     for key in keys:
-        if before.get(key, ABSENT_MEANS.get(key)) != config.get(key):
+        earlier = before.get(key, ABSENT_MEANS.get(key))
+        if earlier != config.get(key):
             raise ConfigError(
-                f"{out} holds a run with another {key} ({_short(before.get(key))} vs {_short(config.get(key))});"
+                f"{out} holds a run with another {key} ({_short(earlier)} vs {_short(config.get(key))});"
                 " choose another --out to compare"
             )
 

@@ -500,8 +500,9 @@ def _chunk_distances(chunks: list[dict], packed: np.ndarray) -> tuple[np.ndarray
     """(row ids, Hamming distances to ``packed``) of the filled slots of vec0 chunks.
 
     A table's chunks all have one size, so their blobs are joined and read as
-    one array (a Python loop per chunk of 1,024 cost about a third of a 1M
-    scan); chunks of differing sizes are read one by one.
+    one array, not in a Python loop per chunk of 1,024 (at 1M rows, a
+    thousand iterations per search; the gain was not measured on its own);
+    chunks of differing sizes are read one by one.
     """
     sizes = {int(c["size"]) for c in chunks}
     if len(sizes) == 1:

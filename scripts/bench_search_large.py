@@ -368,8 +368,10 @@ class forced:
         from nemori_cli.store import db as sqlite_engine
         from nemori_cli.store import pg
 
+        from nemori_cli.store import index
+
         self.values = values
-        self.modules = [sqlite_engine, pg]
+        self.modules = [sqlite_engine, pg, index]
 
     def __enter__(self):
         self.saved = []
@@ -460,6 +462,7 @@ def measure(engine: str, n: int, db, pool: np.ndarray, queries: np.ndarray, text
                 _, ms = search(db, "bench", cached, text, SearchOptions(k=10))
                 times.append(ms)
         out[label] = {"p50": statistics.median(times), "p95": pct(times, 95)}
+    out["text"] = measure_text(db, texts_q, cached, ne)
     embeds = []
     for text in texts_q:
         t = time.perf_counter()
@@ -472,6 +475,40 @@ def measure(engine: str, n: int, db, pool: np.ndarray, queries: np.ndarray, text
         np.argpartition(-(bench @ q), 10)[:10]
         brute.append((time.perf_counter() - t) * 1000)
     out["numpy_p50"] = statistics.median(brute)
+    return out
+
+
+def measure_text(db, texts_q: list[str], cached, n_unbounded: int) -> dict:
+    """The full-text part of the search alone, how often the budget leaves it empty, and what the budget changes.
+
+    ``unbounded_*`` run the search as it was before TEXT_MATCH_BUDGET (every
+    word in at most 20% of the rows, every match ranked) on the first
+    ``n_unbounded`` questions: its time, and how many of its top 10 the
+    default search also returns.
+    """
+    from nemori_cli.retrieval.search import SearchOptions, search
+    from nemori_cli.store import index
+
+    times, empty = [], 0
+    for text in texts_q:
+        t = time.perf_counter()
+        chosen = index.text_query(db, text, index.EPISODE_TEXT)
+        db.text_search(index.EPISODE_TEXT.fts, "bench", chosen.words, 50, None, max_rows=chosen.max_rows)
+        times.append((time.perf_counter() - t) * 1000)
+        empty += not chosen.words
+    out = {"p50": statistics.median(times), "p95": pct(times, 95), "budget": index.TEXT_MATCH_BUDGET, "questions_without_text_list": empty}
+    never = 10**12
+    unbounded, overlap = [], []
+    for text in texts_q[:n_unbounded]:
+        top = [(h.kind, h.id) for h in search(db, "bench", cached, text, SearchOptions(k=10))[0]]
+        with forced(TEXT_MATCH_BUDGET=never):
+            t = time.perf_counter()
+            index.text_search(db, index.EPISODE_TEXT, "bench", text, 50)
+            unbounded.append((time.perf_counter() - t) * 1000)
+            before = [(h.kind, h.id) for h in search(db, "bench", cached, text, SearchOptions(k=10))[0]]
+        overlap.append(len(set(top) & set(before)) / max(1, len(before)))
+    if unbounded:
+        out |= {"unbounded_p50": statistics.median(unbounded), "unbounded_p95": pct(unbounded, 95), "top10_overlap_with_unbounded": statistics.mean(overlap), "unbounded_queries": len(unbounded)}
     return out
 
 

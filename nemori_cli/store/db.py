@@ -440,24 +440,54 @@ class Database(StoreBase):
         order = np.lexsort((ids, -similarity))[:k]  # best first; ties by row id
         return [(int(ids[i]), float(similarity[i])) for i in order]
 
-    def text_search(self, fts: str, user: str, words: list[str], k: int, within=None) -> list[tuple[int, float]]:
-        """(row id, BM25 score where higher is better) of rows holding any of ``words``, best first."""
+    def text_search(self, fts: str, user: str, words: list[str], k: int, within=None, max_rows: int | None = None) -> list[tuple[int, float]]:
+        """(row id, BM25 score where higher is better) of rows holding any of ``words``, best first.
+
+        ``max_rows``: score only the first that many matching rows (FTS5 walks
+        them in rowid order), so that the cost is bounded whatever the counts
+        the caller chose the words by.
+        """
         if not words:
             return []
         allowed = f" AND rowid IN ({within.sql})" if within else ""
-        rows = self.query(
-            f"SELECT rowid, bm25({fts}) AS rank FROM {fts}"
-            f" WHERE {fts} MATCH ? AND user_id = ?{allowed} ORDER BY rank LIMIT ?",
-            (_any_of(words), user, *(within.params if within else ()), k),
-        )
+        params = (_any_of(words), user, *(within.params if within else ()))
+        if max_rows is None:
+            rows = self.query(
+                f"SELECT rowid, bm25({fts}) AS rank FROM {fts}"
+                f" WHERE {fts} MATCH ? AND user_id = ?{allowed} ORDER BY rank LIMIT ?",
+                (*params, k),
+            )
+        else:
+            rows = self.query(
+                f"SELECT rowid, rank FROM (SELECT rowid, bm25({fts}) AS rank FROM {fts}"
+                f" WHERE {fts} MATCH ? AND user_id = ?{allowed} LIMIT ?) ORDER BY rank, rowid LIMIT ?",
+                (*params, max_rows, k),
+            )
         return [(int(r["rowid"]), -float(r["rank"])) for r in rows]
 
-    def doc_freq(self, fts: str, words: list[str]) -> dict[str, int]:
-        """How many indexed rows hold each word, from the fts5vocab table beside the index (an unstemmed word may be missing)."""
+    def doc_freq(self, fts: str, words: list[str], *, at_most: int | None = None) -> dict[str, int]:
+        """How many indexed rows hold each word, from the fts5vocab table beside the index.
+
+        The vocabulary holds porter stems, so a word indexed under another
+        form ("running" as "run") is missing from it. Without ``at_most`` it is
+        left out of the answer (the caller treats it as rare). With it, the
+        caller needs to know which words are in more rows than that, and such
+        a word is counted by MATCH, stopping at ``at_most`` + 1.
+        """
         if not words:
             return {}
         marks = ",".join("?" * len(words))
-        return {r["term"]: r["doc"] for r in self.query(f"SELECT term, doc FROM {fts}_terms WHERE term IN ({marks})", tuple(words))}
+        out = {r["term"]: r["doc"] for r in self.query(f"SELECT term, doc FROM {fts}_terms WHERE term IN ({marks})", tuple(words))}
+        if at_most is not None:
+            for w in words:
+                if w not in out:
+                    row = self.one(f"SELECT count(*) AS n FROM (SELECT 1 FROM {fts} WHERE {fts} MATCH ? LIMIT ?)", (_any_of([w]), at_most + 1))
+                    out[w] = int(row["n"]) if row else 0
+        return out
+
+    def estimated_rows(self, table: str) -> int:
+        """A table's rows: SQLite keeps no estimate outside ANALYZE's sqlite_stat1, so they are counted."""
+        return int(self.one(f"SELECT count(*) AS n FROM {table}")["n"])
 
     def text_contains(self, fts: str, user: str, word: str, within=None) -> bool:
         """Whether any of the user's indexed rows (``within``'s) holds the word (stemmed as the index is)."""

@@ -53,27 +53,52 @@ def search_words(text: str) -> list[str]:
 COMMON_TERM_SHARE = 0.2  # a word in more than this share of episodes is not searched for...
 COMMON_TERM_MIN_EPISODES = 200  # ...once there are enough episodes for shares to mean something
 MAX_QUERY_TERMS = 8
+# Past this many rows a share stops bounding the work: 20% of a million rows is
+# 200k rows to rank. Larger tables search only words in at most this many rows,
+# and rank at most this many matches. At 1.1M rows on PostgreSQL, ranking 5,000
+# matches took about 6 ms and 20,000 about 68 ms (docs/SEARCH_LATENCY.md).
+TEXT_MATCH_BUDGET = 5_000
 
 
-def informative_terms(db: Database, query: str, text_index: "TextIndex | None" = None) -> str:
-    """The query without words that most episodes contain (rarest words first)."""
+@dataclass(frozen=True)
+class TextQuery:
+    words: list[str]  # the words to search for; none when every word is too common to search for
+    max_rows: int | None  # rank at most this many matching rows (None: all of them)
+
+
+def text_query(db: Database, query: str, text_index: "TextIndex | None" = None) -> TextQuery:
+    """The words of ``query`` worth searching for, rarest first, and how many matches to rank.
+
+    Small tables keep every word that is not in most rows. A table larger than
+    TEXT_MATCH_BUDGET also drops words in more than that many rows, and leaves
+    the list empty when every word is that common: the vector list answers
+    alone then, rather than a ranking of a large share of the store.
+    """
     words = list(dict.fromkeys(_WORD.findall(query.lower())))
-    if len(words) <= 1:
-        return query
     text_index = text_index or EPISODE_TEXT
-    row = db.one(f"SELECT count(*) AS n FROM {text_index.rows}")
-    total = max(1, int(row["n"]) if row else 1)
-    if total < COMMON_TERM_MIN_EPISODES:
-        return query  # small stores: every word counts, and BM25 is cheap anyway
-    df = db.doc_freq(text_index.fts, words)
+    if not words:
+        return TextQuery([], None)
+    total = db.estimated_rows(text_index.rows)
+    large = total > TEXT_MATCH_BUDGET
+    if not large and (len(words) <= 1 or total < COMMON_TERM_MIN_EPISODES):
+        return TextQuery(search_words(query), None)  # small stores: every word counts, and ranking is cheap anyway
+    df = db.doc_freq(text_index.fts, words, at_most=TEXT_MATCH_BUDGET if large else None)
     # FTS stores porter stems, so a word missing from the vocabulary may still
     # match; keep it (frequency unknown, treat as rare).
     ranked = sorted(words, key=lambda w: df.get(w, 0))
-    kept = [w for w in ranked if df.get(w, 0) / total <= COMMON_TERM_SHARE][:MAX_QUERY_TERMS]
-    return " ".join(kept or ranked[:1])
+    limit = min(COMMON_TERM_SHARE * total, TEXT_MATCH_BUDGET) if large else COMMON_TERM_SHARE * total
+    kept = [w for w in ranked if df.get(w, 0) <= limit][:MAX_QUERY_TERMS]
+    if large:
+        return TextQuery(search_words(" ".join(kept)) if kept else [], TEXT_MATCH_BUDGET)
+    return TextQuery(search_words(" ".join(kept or ranked[:1])), None)
+
+
+def informative_terms(db: Database, query: str, text_index: "TextIndex | None" = None) -> str:
+    """The query without words that too many rows contain (rarest words first); empty when every word is."""
+    return " ".join(text_query(db, query, text_index).words)
 
 
 def text_search(db: Database, text_index: TextIndex, user: str, query: str, k: int, within: Within | None = None) -> list[tuple[int, float]]:
     """(row id, BM25 score where higher is better), best first, among ``within``'s rows when given."""
-    words = search_words(informative_terms(db, " ".join(_WORD.findall(query.lower())), text_index))
-    return db.text_search(text_index.fts, user, words, k, within)
+    chosen = text_query(db, " ".join(_WORD.findall(query.lower())), text_index)
+    return db.text_search(text_index.fts, user, chosen.words, k, within, max_rows=chosen.max_rows)

@@ -10,7 +10,8 @@ both lists. Differences from SQLite, and why:
   the row it indexes) plus a generated ``tsv`` column under a GIN index:
   the store inserts and deletes index rows with the same statements on
   both engines. The fts5vocab term tables have no counterpart: a word's
-  document count comes from the GIN index (PgDatabase.doc_freq);
+  document count comes from the GIN index, or from ANALYZE's lexeme
+  statistics on large tables (PgDatabase.doc_freq);
 - foreign keys are DEFERRABLE (checked at once, as SQLite's are, unless a
   transaction defers them): import-memory restores a fact before the later
   fact that replaced it, and checks every reference at the end;

@@ -7,7 +7,7 @@ from nemori_cli.store.episodes import EpisodeDraft, add, text_search, vector_sea
 from nemori_cli.store.index import search_words
 from nemori_cli.store.migrations import MIGRATIONS
 from nemori_cli.store import messages as message_sql
-from tests.conftest import make_messages
+from tests.conftest import make_messages, sqlite_only
 
 
 def test_migrations_are_recorded_once(tmp_path):
@@ -101,6 +101,67 @@ def test_small_stores_search_every_word(db):
     for i in range(4):
         _episode(db, "a", [1, 0, 0], title=f"gym {i}", narrative="gym")
     assert informative_terms(db, "gym kayak") == "gym kayak"
+
+
+def test_large_tables_search_only_words_in_few_rows_and_rank_a_bounded_number(db, monkeypatch):
+    from nemori_cli.store import index
+
+    monkeypatch.setattr(index, "TEXT_MATCH_BUDGET", 6)
+    db.bind_embedder("x:3", 3)
+    for i in range(10):
+        _episode(db, "a", [1, 0, 0], title=f"common day {i}", narrative="common words everywhere")
+    kayaks = [_episode(db, "a", [1, 0, 0], title="common kayak", narrative=f"kayak trip {i}") for i in range(2)]
+    assert index.text_query(db, "common kayak") == index.TextQuery(["kayak"], 6)
+    # Every word too common: no text list at all (the vectors answer alone), not a ranking of most of the store.
+    assert index.text_query(db, "common") == index.TextQuery([], 6)
+    assert text_search(db, "a", "common", 10) == []
+    assert sorted(h[0] for h in text_search(db, "a", "common kayak", 5)) == sorted(kayaks)
+
+
+def test_a_table_within_the_budget_keeps_the_share_rule(db, monkeypatch):
+    from nemori_cli.store import index
+
+    monkeypatch.setattr(index, "COMMON_TERM_MIN_EPISODES", 5)
+    db.bind_embedder("x:3", 3)
+    for i in range(10):
+        _episode(db, "a", [1, 0, 0], title=f"common day {i}", narrative="common gym" if i < 8 else "common")
+    assert index.text_query(db, "common") == index.TextQuery(["common"], None)  # a lone word is kept whatever its frequency
+    assert index.text_query(db, "common gym") == index.TextQuery(["gym"], None)  # both in most rows: the rarer one is kept
+
+
+def test_max_rows_ranks_only_that_many_matches(db):
+    db.bind_embedder("x:3", 3)
+    for i in range(10):
+        _episode(db, "a", [1, 0, 0], title=f"gym {i}", narrative="gym again")
+    assert len(db.text_search("episode_fts", "a", ["gym"], 10)) == 10
+    bounded = db.text_search("episode_fts", "a", ["gym"], 10, max_rows=4)
+    assert len(bounded) == 4 and len({i for i, _ in bounded}) == 4
+    assert [s for _, s in bounded] == sorted((s for _, s in bounded), reverse=True)  # still best first
+
+
+def test_doc_freq_counts_a_word_the_vocabulary_holds_under_its_stem(db):
+    sqlite_only(db, "the fts5vocab table holds porter stems; PostgreSQL stems the query word itself")
+    db.bind_embedder("x:3", 3)
+    for i in range(5):
+        _episode(db, "a", [1, 0, 0], title=f"kayak {i}", narrative="kayak")
+    assert db.doc_freq("episode_fts", ["kayaking"]) == {}  # unknown: the caller treats it as rare
+    assert db.doc_freq("episode_fts", ["kayaking"], at_most=2) == {"kayaking": 3}  # counted, stopping past the bound
+    assert db.doc_freq("episode_fts", ["kayaking"], at_most=10) == {"kayaking": 5}
+
+
+def test_postgresql_estimates_word_counts_from_analyze_statistics(db):
+    if db.engine != "postgresql":
+        pytest.skip("PostgreSQL only: the planner's lexeme statistics")
+    db.bind_embedder("x:3", 3)
+    for i in range(30):
+        _episode(db, "a", [1, 0, 0], title=f"common {i}", narrative="common")
+    _episode(db, "a", [1, 0, 0], title="kayak", narrative="kayak")
+    assert db.doc_freq("episode_fts", ["common", "kayak"], at_most=5) == {"common": 30, "kayak": 1}  # counted: no statistics yet
+    db.conn.execute("ANALYZE episode_fts")
+    assert db._has_lexeme_stats("episode_fts")
+    estimated = db.doc_freq("episode_fts", ["common", "kayak"], at_most=5)
+    assert estimated["common"] > 5 >= estimated["kayak"]  # the common word is still known as common, without a count
+    assert db.doc_freq("episode_fts", ["common"]) == {"common": 30}  # without at_most: counted
 
 
 def test_ingest_usage_sums_one_model_or_all_in_the_given_stages(db):

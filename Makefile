@@ -7,7 +7,7 @@ NEMORI := $(VENV)/bin/nemori
 STAMP  := $(VENV)/.installed
 DEMO_DB ?= .nemori-demo/demo.db
 
-.PHONY: install demo test unit integration faults bench-search bench-locomo bench-locomo-long bench-longmemeval clean
+.PHONY: install demo test unit integration faults llama-server bench-search bench-locomo bench-locomo-long bench-longmemeval clean
 
 install: $(STAMP)
 
@@ -46,6 +46,11 @@ KILLS ?= 50
 faults: install
 	$(PY) scripts/fault_campaign.py --kills $(KILLS) --seed 1 --messages 16 --out docs/bench/faults-campaign.json
 	HYPOTHESIS_PROFILE=campaign $(PY) -m pytest -q tests/unit/test_hostile_input.py
+
+# llama.cpp's OpenAI-compatible server with --parallel slots, built from the llama.cpp that
+# llama-cpp-python vendors (about 10 minutes on 2 cores); not needed by the tests.
+llama-server: install
+	sh scripts/build_llama_server.sh $(VENV)
 
 bench-search: install
 	$(PY) scripts/bench_search.py --sizes 1000,10000 --queries 200 --out docs/SEARCH_LATENCY.md

@@ -74,7 +74,10 @@ def text_query(db: Database, query: str, text_index: "TextIndex | None" = None) 
     the list empty when every word is that common: the vector list answers
     alone then, rather than a ranking of a large share of the store.
     """
-    words = list(dict.fromkeys(_WORD.findall(query.lower())))
+    # Stopwords out before counting: PostgreSQL's 'english' configuration drops
+    # them, so their counts are 0 there and they would rank as the rarest words
+    # and take MAX_QUERY_TERMS's places (SQLite indexes them and counts them high).
+    words = search_words(query)
     text_index = text_index or EPISODE_TEXT
     if not words:
         return TextQuery([], None)

@@ -150,7 +150,12 @@ class PgDatabase(StoreBase):
         self._schema = schema
         self._reading = False
         try:
-            raw = psycopg.connect(url, autocommit=True, row_factory=dict_row, connect_timeout=10)
+            # prepare_threshold=None: no server-side prepared statements, so every query is
+            # planned for its own values. psycopg prepares a query run 5 times, and PostgreSQL
+            # then moves to a generic plan, blind to the values: for a rare word's full-text
+            # search at 1.1M rows that was a scan of every row (~400 ms against ~40 ms,
+            # docs/SEARCH_LATENCY.md), and a user's share of a table decides the vector plan.
+            raw = psycopg.connect(url, autocommit=True, row_factory=dict_row, connect_timeout=10, prepare_threshold=None)
         except psycopg.Error as e:
             raise StoreError(f"cannot connect to PostgreSQL at {self.path}: {_first_line(e)}") from None
         self.conn = PgConnection(raw, self.path)

@@ -118,6 +118,34 @@ def test_large_tables_search_only_words_in_few_rows_and_rank_a_bounded_number(db
     assert sorted(h[0] for h in text_search(db, "a", "common kayak", 5)) == sorted(kayaks)
 
 
+def test_stopwords_take_no_place_among_the_words_searched(db, monkeypatch):
+    # PostgreSQL's 'english' configuration drops stopwords, so they count 0 there: ranked
+    # as the rarest words, they once filled MAX_QUERY_TERMS's places before any real word.
+    from nemori_cli.store import index
+
+    monkeypatch.setattr(index, "TEXT_MATCH_BUDGET", 6)
+    monkeypatch.setattr(index, "MAX_QUERY_TERMS", 1)
+    db.bind_embedder("x:3", 3)
+    for i in range(10):
+        _episode(db, "a", [1, 0, 0], title=f"common day {i}", narrative="common words everywhere")
+    _episode(db, "a", [1, 0, 0], title="common kayak", narrative="a kayak trip")
+    assert index.text_query(db, "what did the kayak do") == index.TextQuery(["kayak"], 6)
+
+
+def test_postgresql_plans_every_query_for_its_own_values(db):
+    # A prepared statement turns to a generic plan after a few runs, blind to the
+    # values: at 1.1M rows a rare word's full-text search became a scan of every
+    # row (~400 ms against ~40 ms). The store sends every query unprepared.
+    if db.engine != "postgresql":
+        pytest.skip("server-side prepared statements are PostgreSQL's")
+    db.bind_embedder("x:3", 3)
+    _episode(db, "a", [1, 0, 0], title="kayak", narrative="a kayak trip")
+    for _ in range(8):
+        assert text_search(db, "a", "kayak", 5)
+        db.vector_search("episode_vec", "a", np.array([1, 0, 0], dtype=np.float32), 5)
+    assert db.one("SELECT count(*) AS n FROM pg_prepared_statements")["n"] == 0
+
+
 def test_a_table_within_the_budget_keeps_the_share_rule(db, monkeypatch):
     from nemori_cli.store import index
 

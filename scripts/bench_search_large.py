@@ -407,6 +407,8 @@ def measure(engine: str, n: int, db, pool: np.ndarray, queries: np.ndarray, text
         if engine == "sqlite"
         else ("HNSW + post-filter" if n + max(1, n // 10) >= out["threshold"] else "exact (below threshold)")
     )
+    if engine == "postgresql":
+        out["hnsw_candidates"] = pg.HNSW_LARGE_CANDIDATES if n + max(1, n // 10) >= pg.HNSW_LARGE_ROWS else pg.HNSW_CANDIDATES
     never = 10**12
     exact_knobs = {"QUANTISED_MIN_ROWS": never, "HNSW_MIN_ROWS": never}
     # The exact scans at 1M take over a second a query: --exact-queries times them on the first few only.
@@ -425,12 +427,12 @@ def measure(engine: str, n: int, db, pool: np.ndarray, queries: np.ndarray, text
                 sweep.append({"candidates_k10": max(10 * oversample, least)} | time_vector(db, "bench", queries, 10, truth["bench"], id_of_row))
     else:
         for cands in (40, 100, 200, 400, 800):
-            with forced(HNSW_MIN_ROWS=1, HNSW_CANDIDATES=cands, HNSW_EF_SEARCH=cands):
-                db._ef_search_set = False
+            with forced(HNSW_MIN_ROWS=1, HNSW_CANDIDATES=cands, HNSW_LARGE_CANDIDATES=cands, HNSW_EF_SEARCH=cands):
+                db._ef_search = None
                 row = {"candidates": cands} | time_vector(db, "bench", queries, 10, truth["bench"], id_of_row)
                 row["other"] = time_vector(db, "other", queries, 10, truth["other"], id_of_row)
                 sweep.append(row)
-        db._ef_search_set = False
+        db._ef_search = None
     out["sweep"] = sweep
     if engine == "postgresql":
         # Which plan the HNSW query gets (the index, not a scan and sort): one EXPLAIN, recorded.

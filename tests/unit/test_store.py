@@ -146,6 +146,23 @@ def test_postgresql_plans_every_query_for_its_own_values(db):
     assert db.one("SELECT count(*) AS n FROM pg_prepared_statements")["n"] == 0
 
 
+def test_postgresql_asks_hnsw_for_more_candidates_on_a_large_table(db, monkeypatch):
+    if db.engine != "postgresql":
+        pytest.skip("HNSW is PostgreSQL's")
+    from nemori_cli.store import pg
+
+    db.bind_embedder("x:3", 3)
+    e = _episode(db, "a", [1, 0, 0])
+    db.conn.execute("ANALYZE episode_vec")
+    monkeypatch.setattr(pg, "HNSW_MIN_ROWS", 1)
+    assert [r for r, _ in db.vector_search("episode_vec", "a", np.array([1, 0, 0], dtype=np.float32), 1)] == [e]
+    assert db.one("SHOW hnsw.ef_search")["hnsw.ef_search"] == str(pg.HNSW_EF_SEARCH)
+    monkeypatch.setattr(pg, "HNSW_LARGE_ROWS", 1)
+    monkeypatch.setattr(pg, "HNSW_LARGE_CANDIDATES", 321)
+    assert [r for r, _ in db.vector_search("episode_vec", "a", np.array([1, 0, 0], dtype=np.float32), 1)] == [e]
+    assert db.one("SHOW hnsw.ef_search")["hnsw.ef_search"] == "321"
+
+
 def test_a_table_within_the_budget_keeps_the_share_rule(db, monkeypatch):
     from nemori_cli.store import index
 

@@ -20,6 +20,12 @@ with 1 worker: every message's episode, every episode's title and narrative,
 every fact, decision and LLM call (row ids aside, which interleave between
 users). The embedder is the tests' bag-of-words fake, so the figures are the
 orchestration's against the endpoint's latency; no model runs here.
+
+``--llama-server PATH`` (a binary from `make llama-server`) replaces that
+endpoint with llama.cpp's real server on 127.0.0.1, ``--parallel`` slots,
+serving ``--model``'s GGUF: then the model runs, on this machine's cores, and
+"requests" / "most in flight" are not counted (``llm_calls`` is, from the
+database).
 """
 
 from __future__ import annotations
@@ -101,6 +107,53 @@ def run_chat(db: Path, source: Path, workers: int) -> None:
     json.loads(report.getvalue())  # the report, whole
 
 
+class LlamaServer:
+    """llama.cpp's own server (`make llama-server`) on 127.0.0.1 with ``parallel`` slots, serving ``preset``'s GGUF.
+
+    Counts nothing itself: ``most`` and ``served`` stay None (the fixed-latency
+    endpoint counts them). Every slot gets the context one request needs.
+    """
+
+    def __init__(self, binary: Path, preset: str, parallel: int, threads: int = 2, ctx_per_slot: int = 4096):
+        from nemori_cli.config import Settings
+        from nemori_cli.modelfiles import gguf_path
+
+        settings = Settings.from_env(db=":memory:", user="bench", model=preset)
+        self.model = gguf_path(deps.llm_preset(settings), settings.cache_dir)
+        self.args = [str(binary), "-m", str(self.model), "--parallel", str(parallel), "--ctx-size", str(ctx_per_slot * parallel),
+                     "--threads", str(threads), "--host", "127.0.0.1", "--port", "0"]  # fmt: skip
+        self.parallel, self.most, self.served = parallel, None, None
+
+    def __enter__(self):
+        import socket
+        import urllib.request
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        self.args[-1] = str(port)
+        self.proc = subprocess.Popen(self.args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.url = f"http://127.0.0.1:{port}/v1"
+        deadline = time.time() + 300
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"llama-server exited {self.proc.returncode}: {self.proc.stderr.read()[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
+                    if r.status == 200:
+                        return self
+            except OSError:
+                time.sleep(1)
+        raise RuntimeError("llama-server did not become healthy in 300 s")
+
+    def __exit__(self, *exc):
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+    def reset(self) -> None:
+        """Nothing kept between runs but the server's prompt cache, which each run's first request refills."""
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--delay", type=float, default=0.2, help="seconds the endpoint takes per answer")
@@ -108,6 +161,9 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=40, help="messages per user")
     parser.add_argument("--workers", default="1,2,4,8")
     parser.add_argument("--inputs", default="users,chat", help="users, chat or both")
+    parser.add_argument("--llama-server", type=Path, help="a llama-server binary: serve --model with --parallel slots instead of the fixed-latency endpoint")
+    parser.add_argument("--model", default="small", help="with --llama-server: the preset whose GGUF it serves")
+    parser.add_argument("--parallel", type=int, default=4, help="with --llama-server: its slots")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     widths = [int(w) for w in args.workers.split(",")]
@@ -122,13 +178,13 @@ def main() -> None:
         "when": datetime.now().isoformat(timespec="seconds"),
         "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip(),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
-        "endpoint": f"tests/support/slow_server.py, {args.delay * 1000:g} ms per answer",
+        "endpoint": f"llama-server --parallel {args.parallel} --threads 2, preset {args.model}" if args.llama_server else f"tests/support/slow_server.py, {args.delay * 1000:g} ms per answer",
         "embedder": "FakeEmbedder (bag of words), no model",
         "inputs": {},
     }
-    with SlowServer(args.delay) as server:
+    with LlamaServer(args.llama_server, args.model, args.parallel) if args.llama_server else SlowServer(args.delay) as server:
         presets = work / "models.toml"
-        presets.write_text(f'[llm.slow]\nkind = "openai"\nbase_url = "{server.url}"\nmodel = "slow-model"\ntimeout = 60\n')
+        presets.write_text(f'[llm.slow]\nkind = "openai"\nbase_url = "{server.url}"\nmodel = "{args.model if args.llama_server else "slow-model"}"\ntimeout = 900\n')
         os.environ.update(NEMORI_MODELS_FILE=str(presets), NEMORI_MODEL="slow", NEMORI_CACHE_DIR=str(work / "cache"))
         os.environ.pop("NEMORI_WORKERS", None)
         users = {f"u{u}": chat(u, args.messages) for u in range(args.users)}
@@ -155,6 +211,7 @@ def main() -> None:
                     "most_in_flight": server.most, "requests": server.served, "same_memory_as_1": memory == reference,
                     "episodes": sum(len([e for e in m["episodes"] if e[2] == "active"]) for m in memory.values()),
                     "facts": sum(len(m["facts"]) for m in memory.values()),
+                    "llm_calls": sum(len(m["calls"]) for m in memory.values()),
                 }  # fmt: skip
                 rows.append(row)
                 print(f"{name:5} workers {w}: {seconds:6.2f} s  {rate:6.2f} msg/s  x{row['vs_1']:.2f}  in flight {server.most}  "

@@ -559,6 +559,20 @@ def run(sizes: list[int], engines: list[str], n_queries: int, out_json: Path | N
         out_json.write_text(json.dumps({"machine": machine, "results": results}, indent=1) + "\n")
 
 
+def warm_search(n: int, engine: str, n_queries: int, passes: int) -> None:
+    """`nemori search` alone on a built store, ``passes`` times over the questions with no exact scan between: the steady state."""
+    from nemori_cli.retrieval.search import SearchOptions, search
+    from nemori_cli.store.engines import open_store
+
+    server = pg_server() if engine == "postgresql" else None
+    db = open_store(str(CACHE / f"sqlite-{n}.db") if engine == "sqlite" else pg_url(server, f"bench_{n}"))
+    model, texts_q = embedder(), questions()[:n_queries]
+    for p in range(passes):
+        times = [search(db, "bench", model, text, SearchOptions(k=10))[1] for text in texts_q]
+        print(json.dumps({"engine": engine, "n": n, "pass": p + 1, "queries": len(texts_q), "p50": statistics.median(times), "p95": pct(times, 95)}), flush=True)
+    db.close()
+
+
 def check_bulk(n: int) -> None:
     """A store loaded by COPY holds what one loaded by the store's inserts holds, and searches the same."""
     from nemori_cli.embed.base import identity
@@ -647,6 +661,11 @@ def main() -> None:
     r.add_argument("--store-inserts", action="store_true", help="load PostgreSQL through the store's own inserts, not COPY")
     c = sub.add_parser("check-bulk", help="load one PostgreSQL store each way and compare their rows and searches")
     c.add_argument("--size", type=int, default=2000)
+    w = sub.add_parser("warm-search", help="time `nemori search` alone on a built store, several passes, no exact scan between")
+    w.add_argument("--size", type=int, default=1_000_000)
+    w.add_argument("--engine", default="postgresql")
+    w.add_argument("--queries", type=int, default=200)
+    w.add_argument("--passes", type=int, default=2)
     rep = sub.add_parser("report")
     rep.add_argument("paths", nargs="+", type=Path)
     args = parser.parse_args()
@@ -655,6 +674,9 @@ def main() -> None:
         return
     if args.stage == "run":
         run([int(x) for x in args.sizes.split(",")], args.engines.split(","), args.queries, args.json, args.exact_queries, bulk=not args.store_inserts)
+        return
+    if args.stage == "warm-search":
+        warm_search(args.size, args.engine, args.queries, args.passes)
         return
     if args.stage == "check-bulk":
         check_bulk(args.size)

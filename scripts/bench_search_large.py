@@ -564,6 +564,8 @@ def warm_search(n: int, engine: str, n_queries: int, passes: int) -> None:
     from nemori_cli.retrieval.search import SearchOptions, search
     from nemori_cli.store.engines import open_store
 
+    if not (CACHE / f"built-{engine}-{n}.json").exists():
+        raise SystemExit(f"no {engine} store of size {n} built in {CACHE}: run the run stage with --sizes {n} --engines {engine} first")
     server = pg_server() if engine == "postgresql" else None
     db = open_store(str(CACHE / f"sqlite-{n}.db") if engine == "sqlite" else pg_url(server, f"bench_{n}"))
     model, texts_q = embedder(), questions()[:n_queries]
@@ -663,7 +665,7 @@ def main() -> None:
     c.add_argument("--size", type=int, default=2000)
     w = sub.add_parser("warm-search", help="time `nemori search` alone on a built store, several passes, no exact scan between")
     w.add_argument("--size", type=int, default=1_000_000)
-    w.add_argument("--engine", default="postgresql")
+    w.add_argument("--engine", default="postgresql", choices=["postgresql", "sqlite"])
     w.add_argument("--queries", type=int, default=200)
     w.add_argument("--passes", type=int, default=2)
     rep = sub.add_parser("report")

@@ -114,7 +114,7 @@ class LlamaServer:
     endpoint counts them). Every slot gets the context one request needs.
     """
 
-    def __init__(self, binary: Path, preset: str, parallel: int, threads: int = 2, ctx_per_slot: int = 4096):
+    def __init__(self, binary: Path, preset: str, parallel: int, log: Path, threads: int = 2, ctx_per_slot: int = 4096):
         from nemori_cli.config import Settings
         from nemori_cli.modelfiles import gguf_path
 
@@ -122,7 +122,7 @@ class LlamaServer:
         self.model = gguf_path(deps.llm_preset(settings), settings.cache_dir)
         self.args = [str(binary), "-m", str(self.model), "--parallel", str(parallel), "--ctx-size", str(ctx_per_slot * parallel),
                      "--threads", str(threads), "--host", "127.0.0.1", "--port", "0"]  # fmt: skip
-        self.parallel, self.most, self.served = parallel, None, None
+        self.parallel, self.most, self.served, self.log = parallel, None, None, log
 
     def __enter__(self):
         import socket
@@ -132,12 +132,15 @@ class LlamaServer:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
         self.args[-1] = str(port)
-        self.proc = subprocess.Popen(self.args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        # Its log goes to a file: the server writes a few lines per request, and a pipe
+        # nobody reads fills up and stops the server mid-run.
+        with self.log.open("w") as log:
+            self.proc = subprocess.Popen(self.args, stdout=subprocess.DEVNULL, stderr=log)
         self.url = f"http://127.0.0.1:{port}/v1"
         deadline = time.time() + 300
         while time.time() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"llama-server exited {self.proc.returncode}: {self.proc.stderr.read()[-2000:]}")
+                raise RuntimeError(f"llama-server exited {self.proc.returncode}: {self.log.read_text()[-2000:]}")
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
                     if r.status == 200:
@@ -169,6 +172,8 @@ def main() -> None:
     widths = [int(w) for w in args.workers.split(",")]
     if widths[0] != 1:
         parser.error("--workers must start with 1: every ratio is against it")
+    if args.llama_server and not os.access(args.llama_server, os.X_OK):
+        parser.error(f"--llama-server {args.llama_server}: no executable there (make llama-server builds .venv/bin/llama-server)")
 
     deps.build_embedder = lambda settings, db=None: FakeEmbedder()  # type: ignore[assignment]
     deps.check_embedder_files = lambda settings: None  # type: ignore[assignment]
@@ -182,7 +187,7 @@ def main() -> None:
         "embedder": "FakeEmbedder (bag of words), no model",
         "inputs": {},
     }
-    with LlamaServer(args.llama_server, args.model, args.parallel) if args.llama_server else SlowServer(args.delay) as server:
+    with LlamaServer(args.llama_server, args.model, args.parallel, work / "llama-server.log") if args.llama_server else SlowServer(args.delay) as server:
         presets = work / "models.toml"
         presets.write_text(f'[llm.slow]\nkind = "openai"\nbase_url = "{server.url}"\nmodel = "{args.model if args.llama_server else "slow-model"}"\ntimeout = 900\n')
         os.environ.update(NEMORI_MODELS_FILE=str(presets), NEMORI_MODEL="slow", NEMORI_CACHE_DIR=str(work / "cache"))

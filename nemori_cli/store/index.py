@@ -84,7 +84,7 @@ def text_query(db: Database, query: str, text_index: "TextIndex | None" = None) 
     total = db.estimated_rows(text_index.rows)
     large = total > TEXT_MATCH_BUDGET
     if not large and (len(words) <= 1 or total < COMMON_TERM_MIN_EPISODES):
-        return TextQuery(search_words(query), None)  # small stores: every word counts, and ranking is cheap anyway
+        return TextQuery(words, None)  # small stores: every word counts, and ranking is cheap anyway
     df = db.doc_freq(text_index.fts, words, at_most=TEXT_MATCH_BUDGET if large else None)
     # FTS stores porter stems, so a word missing from the vocabulary may still
     # match; keep it (frequency unknown, treat as rare).
@@ -92,8 +92,8 @@ def text_query(db: Database, query: str, text_index: "TextIndex | None" = None) 
     limit = min(COMMON_TERM_SHARE * total, TEXT_MATCH_BUDGET) if large else COMMON_TERM_SHARE * total
     kept = [w for w in ranked if df.get(w, 0) <= limit][:MAX_QUERY_TERMS]
     if large:
-        return TextQuery(search_words(" ".join(kept)) if kept else [], TEXT_MATCH_BUDGET)
-    return TextQuery(search_words(" ".join(kept or ranked[:1])), None)
+        return TextQuery(kept, TEXT_MATCH_BUDGET)
+    return TextQuery(kept or ranked[:1], None)
 
 
 def informative_terms(db: Database, query: str, text_index: "TextIndex | None" = None) -> str:

@@ -55,7 +55,7 @@ HNSW_EF_SEARCH = 200
 # From HNSW_LARGE_ROWS rows the walk keeps HNSW_LARGE_CANDIDATES: with the
 # default graph (m = 16, ef_construction = 64) recall@10 on real MiniLM vectors
 # fell from 0.993 at 110k rows to 0.916 at 1.1M with 200 candidates; 800 gave
-# 0.966 there, at 39 ms against 10 ms.
+# 0.966 there, at 38 ms against 11 ms.
 HNSW_LARGE_ROWS = 500_000
 HNSW_LARGE_CANDIDATES = 800
 _STORE_LOCK = 0x6E656D6F  # "nemo": the advisory lock of schema changes
@@ -159,7 +159,7 @@ class PgDatabase(StoreBase):
             # prepare_threshold=None: no server-side prepared statements, so every query is
             # planned for its own values. psycopg prepares a query run 5 times, and PostgreSQL
             # then moves to a generic plan, blind to the values: for a rare word's full-text
-            # search at 1.1M rows that was a scan of every row (~400 ms against ~40 ms,
+            # search at 1.1M rows that was a scan of every row (p50 372 ms against 10.9 ms,
             # docs/SEARCH_LATENCY.md), and a user's share of a table decides the vector plan.
             raw = psycopg.connect(url, autocommit=True, row_factory=dict_row, connect_timeout=10, prepare_threshold=None)
         except psycopg.Error as e:

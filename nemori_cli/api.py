@@ -293,6 +293,7 @@ class Memory:
         extra = {"reembed": lambda text: session.embedder.embed_documents([text])[0]} if kind in ("episode", "note") else {}
         with store.transaction(user=self.user):  # on PostgreSQL, after this user's ingest units in flight
             counts = getattr(forget_sql, f"forget_{kind}")(store, self.user, *args, **extra)
+        session.core_cache.forget(self.user)  # a saved KV state holds the forgotten text in another form
         if not forget_sql.make_physical(store, vacuum=kind == "user"):
             raise StoreError(
                 f"forgotten from the memory, but another process reading {self.path} keeps the old text in the file "
@@ -354,12 +355,49 @@ class Memory:
         session.check_answer_model()  # an unknown preset is refused before anything loads
         session.db  # then a missing database, before any endpoint is probed
         session.check_answer_endpoint()  # only probed: a dead endpoint fails before the embedder loads
-        embedder, llm = session.embedder, session.answer_llm  # in this order: a wrong embedder is named before a model loads
-        answer, _cited = ask(session.db, self.user, embedder, llm, text, search_options, today=_day(today))
+        if search_options.core and search_options.layout == "timeline":
+            answer, llm = self._ask_core(session, text, search_options, _day(today))
+        else:
+            embedder, llm = session.embedder, session.answer_llm  # in this order: a wrong embedder is named before a model loads
+            answer, _cited = ask(session.db, self.user, embedder, llm, text, search_options, today=_day(today))
         problem = next((e.detail for e in reversed(llm.log.events) if e.kind == "fallback"), "") if answer.failed else ""
         with session.db.transaction():  # the answer's cost is counted in `nemori stats`
             telemetry.write(session.db, self.user, *llm.log.drain())
         return replace(answer, model=llm.model_id, problem=" ".join(problem.split()))
+
+    def _ask_core(self, session: deps.Session, text: str, options: SearchOptions, today: str | None):
+        """The default road: the cached core, then what retrieval adds beyond it (retrieval/core_answer.py).
+
+        The embedder loads only if the core does not hold everything; its
+        preset is still checked against the database first, so a wrong one is
+        named before any model loads.
+        """
+        from nemori_cli.embed.base import Deferred
+        from nemori_cli.retrieval import core_answer
+
+        deps.check_embedder_preset(session.settings, session.db)
+        llm = session.answer_llm
+        sizes = core_answer.budget_for(deps.answer_window(session.settings, llm))
+        cache = session.core_cache
+        prepare = None if options.as_of is not None else (lambda core: cache.prepare(llm, self.user, core))
+        # A core of another moment (--as-of) is read for this answer alone: it is not saved.
+        answer = core_answer.ask(
+            session.db, self.user, Deferred(lambda: session.embedder), llm, text, options, sizes=sizes, today=today, prepare=prepare
+        )
+        return answer, llm
+
+    def prepare_core(self):
+        """Compute the core context's KV state for the answer model now and save it (`ingest` does at its end; `ask` otherwise does on first use).
+
+        Returns what was done (retrieval/core_cache.Prepared) and the core's size in tokens.
+        """
+        from nemori_cli.retrieval import core_answer
+
+        session = self._session("read")
+        llm = session.answer_llm
+        sizes = core_answer.budget_for(deps.answer_window(session.settings, llm))
+        core = core_answer.build_core(session.db, self.user, llm, sizes, PROFILES["core"])
+        return session.core_cache.prepare(llm, self.user, core), core
 
     def cited(self, answer: Answer) -> list[Episode]:
         """The episodes an answer cites, in its order (those forgotten since are left out)."""

@@ -104,11 +104,17 @@ def check_embedder_files(settings: Settings) -> None:
     embedder_path(resolve_embedder(load_presets(), settings.embedder))
 
 
-def build_embedder(settings: Settings, db: Database | None = None) -> Embedder:
-    """The embedder, refused early if the database was built with another one."""
+def check_embedder_preset(settings: Settings, db: Database | None = None):
+    """The embedder preset, refused if unknown or if the database was built with another one; nothing loads."""
     preset = resolve_embedder(load_presets(), settings.embedder)
     if db is not None and preset.dimensions:
         db.check_embedder(f"{preset.model_name}:{preset.dimensions}")
+    return preset
+
+
+def build_embedder(settings: Settings, db: Database | None = None) -> Embedder:
+    """The embedder, refused early if the database was built with another one."""
+    preset = check_embedder_preset(settings, db)
     from nemori_cli.embed.sentence import SentenceTransformerEmbedder
 
     embedder = SentenceTransformerEmbedder(embedder_path(preset), model_name=preset.model_name)
@@ -117,6 +123,22 @@ def build_embedder(settings: Settings, db: Database | None = None) -> Embedder:
     if db is not None:
         db.check_embedder(identity(embedder))
     return embedder
+
+
+def core_cache(settings: Settings):
+    """Where the core context's KV states of this store are saved: beside the SQLite file, or in the cache for a server."""
+    import hashlib
+
+    from nemori_cli.retrieval.core_cache import CoreCache
+
+    if settings.db_url:
+        return CoreCache(settings.cache_dir / "kv" / hashlib.sha256(settings.db_url.encode()).hexdigest()[:16])
+    return CoreCache(settings.db_path.with_name(settings.db_path.name + ".kv"))
+
+
+def answer_window(settings: Settings, llm: StructuredLLM) -> int:
+    """The answer model's context window in tokens: the loaded model's own, else its preset's."""
+    return getattr(llm.backend, "n_ctx", None) or answer_preset(settings).n_ctx
 
 
 def semantic_settings(settings: Settings):
@@ -177,6 +199,10 @@ class Session:
         """
         if answer_preset(self.settings).kind == "openai":
             self.answer_llm
+
+    @cached_property
+    def core_cache(self):
+        return core_cache(self.settings)
 
     @property
     def mode(self) -> MemoryMode:

@@ -90,6 +90,35 @@ class NemoriSystem(System):
         )
 
 
+class CoreNemoriSystem(NemoriSystem):
+    """Nemori as `nemori ask` answers by default: the cached core context, then retrieval beyond it (retrieval/core_answer.py).
+
+    The core's KV state stays in the answer model between the questions of a
+    conversation (it is pinned); the first question of each conversation
+    reads it, and its note says how long that took.
+    """
+
+    def for_model(self, partition: str) -> "NemoriSystem":
+        twin = super().for_model(partition)
+        if twin is self:
+            return self
+        return CoreNemoriSystem(twin.name, twin.description, twin.profile, twin.options, notes_only=twin.notes_only)
+
+    def answer(self, db: Database, user: str, question: str, today: str | None, shared: Shared) -> Reply:
+        from nemori_cli.retrieval import core_answer
+        from nemori_cli.retrieval.core_cache import CoreCache
+
+        cache = CoreCache(None)  # in this process only: the pinned state serves every question of the conversation
+        sizes = core_answer.budget_for(shared.context_window)
+        answer = core_answer.ask(
+            db, user, shared.embedder, shared.answer_llm, question, self.options, sizes=sizes, today=today,
+            prepare=lambda core: cache.prepare(shared.answer_llm, user, core),
+        )
+        prepared = cache.last
+        note = f"core of {prepared.tokens} tokens read in {prepared.ms / 1000:.1f} s" if prepared is not None and prepared.outcome == "built" else ""
+        return reply(shared, answer, search_ms=answer.search_ms, turns=_turns(db, user, list(answer.hits)), memories=len(answer.hits), note=note)
+
+
 def _turns(db: Database, user: str, hits) -> tuple[str, ...]:
     """Source ids of the raw turns behind what was retrieved: episodes' messages, notes' message or episode."""
     episode_ids = [h.id for h in hits if h.kind == "episode"]
@@ -104,9 +133,15 @@ def _turns(db: Database, user: str, hits) -> tuple[str, ...]:
 
 
 _ABLATIONS = (
-    NemoriSystem(
+    CoreNemoriSystem(
         "nemori",
-        "Nemori as `nemori ask` answers: facts and raw turns (2 either side) in one ranking cut at ~800 tokens, on a dated timeline",
+        "Nemori as `nemori ask` answers: a cached core (current facts, then the most recent turns that fit the window), "
+        "then facts and older turns retrieved beyond it, cut at ~800 tokens",
+        options=PROFILES["core"],
+    ),
+    NemoriSystem(
+        "nemori-budget",
+        "issue 15's road: facts and raw turns (2 either side) in one ranking cut at ~800 tokens, on a dated timeline",
         options=BUDGET_SEARCH,
     ),
     NemoriSystem("nemori-paper", "Nemori with the paper's retrieval and layout: k=10 episodes, m=20 facts, raw messages of the top r=2"),

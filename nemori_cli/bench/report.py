@@ -69,6 +69,9 @@ def _costs(builds: list[dict], answers: list[dict], own_storage: list[dict] | No
         "db_bytes": sum(b.get("db_bytes", 0) for b in builds),
         "context_tokens_mean": _mean(a.get("context_tokens") for a in answers),
         "context_tokens_p50": percentile((a.get("context_tokens") for a in answers), 50),
+        # Evaluated per answer, the rest coming from a cached prefix (None for records from before it was counted).
+        "read_tokens_mean": _mean(a["read_tokens"] for a in answers if a.get("read_tokens") is not None),
+        "copied_share": _mean(float(a["copied"]) for a in answers if a.get("copied") is not None),
         "search_ms_p50": percentile((a.get("search_ms") for a in answers), 50),
         "search_ms_p95": percentile((a.get("search_ms") for a in answers), 95),
         "answer_ms_p50": percentile((a.get("answer_ms") for a in answers), 50),
@@ -226,13 +229,15 @@ def markdown(report: dict, *, groups: tuple[str, ...], score_keys: tuple[str, ..
                 _num(c["storage"].get("tokens")),
                 _num(c["db_bytes"] / 1024, 0),
                 _num(c["context_tokens_mean"]),
+                _num(c.get("read_tokens_mean")),
+                _pct(c.get("copied_share")),
                 f"{_num(c['search_ms_p50'], 1)} / {_num(c['search_ms_p95'], 1)}",
                 f"{_num(c['answer_ms_p50'])} / {_num(c['answer_ms_p95'])}",
             ]
         )
     lines += _table(
         ["system", "ingest s", "LLM calls", "tokens in", "tokens out", "fallbacks", "entries", "stored tokens", "db KiB",
-         "context tokens (mean)", "search ms p50 / p95", "answer ms p50 / p95"],
+         "context tokens (mean)", "tokens read (mean)", "copied lines %", "search ms p50 / p95", "answer ms p50 / p95"],
         rows,
     )
     lines += _storage_table(systems)

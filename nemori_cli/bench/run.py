@@ -17,6 +17,7 @@ from nemori_cli.bench.results import ResultLog
 from nemori_cli.bench.stores import FileStores, SchemaStores
 from nemori_cli.bench.systems import Reply, Shared, System
 from nemori_cli.domain import IncomingMessage
+from nemori_cli.retrieval import answer_fixes
 from nemori_cli.store import telemetry
 from nemori_cli.store.db import Database
 
@@ -169,9 +170,11 @@ class BenchRunner:
 
     def _answer_all(self, unit: Unit, system: System, db: Database) -> None:
         update = self.progress.step(f"{unit.key} {system.name}: questions", len(unit.questions))
+        said = unit.messages  # what was said, for telling a copied line (anything with .content)
         for n, q in enumerate(unit.questions, start=1):
             where = {"kind": "answer", "benchmark": self.benchmark, "unit": unit.key, "system": system.name, "qid": q.qid}
             if self.log.find(**where) is None:
+                self.shared.mark_read()
                 reply = system.answer(db, USER, q.text, q.today, self.shared)
                 record = {
                     **where,
@@ -184,6 +187,8 @@ class BenchRunner:
                     "abstained": reply.abstained,
                     "memories": reply.memories,
                     "context_tokens": reply.prompt_tokens,
+                    "read_tokens": reply.read_tokens,  # of those, evaluated for this answer (the rest was a cached prefix)
+                    "copied": answer_fixes.copied_line(reply.answer, said) is not None,  # a verbatim run of a message's words
                     "completion_tokens": reply.completion_tokens,
                     "search_ms": round(reply.search_ms, 2),
                     "answer_ms": round(reply.answer_ms, 1),

@@ -35,10 +35,18 @@ class Shared:
     count_tokens: Callable[[str], int]
     context_window: int  # the answer model's, in tokens
     answer_llm: StructuredLLM | None = None  # --answer-model; None: the memory model answers too
+    read_mark: int = 0  # the answer backend's tokens_read when the current answer began
 
     def __post_init__(self) -> None:
         if self.answer_llm is None:
             self.answer_llm = self.llm
+
+    def tokens_read(self) -> int | None:
+        """Prompt tokens the answer model has evaluated so far (not taken from a cached prefix); None where it cannot say."""
+        return getattr(self.answer_llm.backend, "tokens_read", None)
+
+    def mark_read(self) -> None:
+        self.read_mark = self.tokens_read() or 0
 
 
 @dataclass(frozen=True)
@@ -53,6 +61,7 @@ class Reply:
     failed: bool = False  # the model gave no usable answer (counted, scored as given)
     note: str = ""  # e.g. what a full-context prompt had to leave out
     abstained: bool = False  # the answer says the memories do not hold it
+    read_tokens: int | None = None  # prompt tokens evaluated for it (the rest came from a cached prefix); None: not known
 
 
 @dataclass(frozen=True)
@@ -86,8 +95,10 @@ def reply(shared: Shared, answer: Answer, *, search_ms: float, turns: tuple[str,
     # The context of one call: a retried call is logged with the tokens of all its attempts.
     prompt_tokens = sum(c.prompt_tokens // max(1, c.attempts) for c in calls)
     completion_tokens = sum(c.completion_tokens for c in calls)
+    read = shared.tokens_read()
     return Reply(
-        answer.answer, turns, memories, prompt_tokens, completion_tokens, search_ms, answer.answer_ms, answer.failed, note, answer.abstained
+        answer.answer, turns, memories, prompt_tokens, completion_tokens, search_ms, answer.answer_ms, answer.failed, note, answer.abstained,
+        None if read is None else read - shared.read_mark,
     )
 
 

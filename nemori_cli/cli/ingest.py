@@ -246,7 +246,8 @@ def ingest(
             return target.ingest(imported, flush=flush, max_tokens=max_tokens, progress=update, on_stored=lambda ids: warn_changed(len(ids), list(ids)))
 
         result = _process(run, target, show_progress=wanted(progress))
-    _print_report(result.report, source, json_out, max_tokens, read_as)
+        core = _prepare_core(target, result.report)
+    _print_report(result.report, source, json_out, max_tokens, read_as, core)
 
 
 def flush_cmd(
@@ -274,7 +275,31 @@ def flush_cmd(
         if memory.pending():
             memory.load_model(create=False)  # before the progress bar, as ingest does
         result = _process(lambda update: memory.flush(max_tokens=max_tokens, progress=update), memory, show_progress=wanted(progress))
-    _print_report(result.report, None, json_out, max_tokens)
+        core = _prepare_core(memory, result.report)
+    _print_report(result.report, None, json_out, max_tokens, core=core)
+
+
+def _prepare_core(memory, report) -> dict | None:
+    """The core context's KV state, computed now for the next `ask` (retrieval/core_cache.py), when the answer model is the one loaded.
+
+    Another answer model is not loaded for it: the first `ask` computes the
+    state then. A failure here costs the next `ask` time, not this ingest.
+    """
+    from nemori_cli import deps
+    from nemori_cli.errors import NemoriError
+
+    settings = memory.settings
+    if report.pending or deps.answer_preset(settings).name != deps.llm_preset(settings).name:
+        return None
+    try:
+        prepared, core = memory.prepare_core()
+    except NemoriError as e:
+        sys.stderr.write(f"nemori: warning: the core context was not prepared ({e.message}); the next `ask` prepares it\n")
+        return None
+    if prepared.outcome == "none":
+        return None
+    return {"tokens": prepared.tokens, "seconds": round(prepared.ms / 1000, 2), "saved_bytes": prepared.saved_bytes, "outcome": prepared.outcome,
+            "whole_history": core.complete}
 
 
 # A run in which most LLM calls gave no usable answer still built its memory,
@@ -297,7 +322,7 @@ def fallback_warning(report) -> str | None:
     )
 
 
-def _print_report(report, source: str | None, json_out: bool, max_tokens: int | None = None, read_as: dict | None = None) -> None:
+def _print_report(report, source: str | None, json_out: bool, max_tokens: int | None = None, read_as: dict | None = None, core: dict | None = None) -> None:
     if report.stopped_by_budget:  # on stderr in both modes: stdout stays the report
         sys.stderr.write(
             f"nemori: token budget of {max_tokens} reached after {report.tokens_used} tokens; {report.pending} messages pending; "
@@ -307,7 +332,7 @@ def _print_report(report, source: str | None, json_out: bool, max_tokens: int | 
     if warning:
         sys.stderr.write(warning + "\n")
     if json_out:
-        print_json({"source": source, **(read_as or {}), **vars(report), "seconds": round(report.seconds, 2)})
+        print_json({"source": source, **(read_as or {}), **vars(report), "seconds": round(report.seconds, 2), "core": core})
         return
     changed = f", {report.changed} changed but kept as stored" if report.changed else ""
     read = f"read {report.read} messages ({report.added} new{changed}) from {source}; " if source else ""
@@ -317,4 +342,10 @@ def _print_report(report, source: str | None, json_out: bool, max_tokens: int | 
         notes = f", stored as {report.notes} notes," if report.notes else ""
         made = f"made {report.episodes} episodes ({report.merged} merged into earlier ones) and {report.facts} facts{notes} in {report.windows} windows"
     console().print(f"{read}{made} ({report.seconds:.1f} s); {report.pending} messages pending")
+    if core:
+        held = "the whole history" if core["whole_history"] else "the most recent part of the history"
+        console().print(
+            f"[dim]core context: {core['tokens']} tokens ({held}), read in {core['seconds']:.1f} s and saved "
+            f"({core['saved_bytes'] / 2**20:.0f} MB) for `ask`[/dim]"
+        )
 

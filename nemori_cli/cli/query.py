@@ -40,6 +40,7 @@ def _text_arg(value: str, what: str) -> str:
 
 
 class Profile(str, Enum):
+    core = "core"
     budget = "budget"
     paper = "paper"
 
@@ -49,8 +50,9 @@ ProfileOpt = Annotated[
     Profile,
     typer.Option(
         "--profile",
-        help="budget: episodes, facts and raw turns in one ranking cut at a token budget, on a dated timeline; "
-        "paper: the Nemori paper's k=10, m=20, r=2. The options below override it.",
+        help="core (ask's default): the current facts and the most recent turns, the same for every question and cached, "
+        "then what budget retrieval finds beyond them; budget: facts and raw turns in one ranking cut at a token budget, "
+        "on a dated timeline; paper: the Nemori paper's k=10, m=20, r=2. The options below override it.",
     ),
 ]
 K = Annotated[Opt, typer.Option("--k", "-k", min=0, max=200, help="Episodes to retrieve (the paper's k; 0: no episodic retrieval).", show_default=False)]
@@ -152,7 +154,7 @@ def search_cmd(
 
 def ask_cmd(
     question: Annotated[str, typer.Argument(help="The question, or - for stdin.", show_default=False)],
-    profile: ProfileOpt = Profile.budget,
+    profile: ProfileOpt = Profile.core,
     k: K = None,
     facts: Facts = None,
     raw: Raw = None,

@@ -69,3 +69,34 @@ class Serialized:
 
 def serialized(embedder: Embedder) -> Serialized:
     return embedder if isinstance(embedder, Serialized) else Serialized(embedder)
+
+
+class Deferred:
+    """An embedder made on its first use: `ask` over a core that holds everything never needs one (torch and the model stay unloaded)."""
+
+    def __init__(self, make):
+        self._make = make
+        self._inner: Embedder | None = None
+
+    @property
+    def loaded(self) -> bool:
+        return self._inner is not None
+
+    def _get(self) -> Embedder:
+        if self._inner is None:
+            self._inner = self._make()
+        return self._inner
+
+    @property
+    def model_name(self) -> str:
+        return self._get().model_name
+
+    @property
+    def dimensions(self) -> int:
+        return self._get().dimensions
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        return self._get().embed_documents(texts)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._get().embed_query(text)

@@ -57,7 +57,9 @@ class LlamaCppBackend:
         except ImportError as e:  # pragma: no cover - install problem
             raise ModelError(f"llama-cpp-python is not installed ({e}); run `make install`") from None
         self.model_id = name
+        self.path = path
         self.n_ctx = n_ctx
+        self.tokens_read = 0  # prompt tokens evaluated, not taken from a cached prefix (the bench reports it per answer)
         self.parallel = max(1, parallel)  # sequences chat_many decodes together (llm/batched.py)
         self._threads = n_threads or default_threads()
         self._batched = None  # the BatchedDecoder, made on the first chat_many that needs it
@@ -101,6 +103,7 @@ class LlamaCppBackend:
     def chat(self, messages: ChatMessages, *, schema: dict, max_tokens: int, temperature: float) -> RawCompletion:
         key = prompt_key(messages)
         self.states.before(key)
+        self._count_read(messages)
         try:
             if temperature == 0 and self.lookup is not None and self._can_batch():
                 out = self._chat_lookup(messages, schema, max_tokens)
@@ -115,6 +118,86 @@ class LlamaCppBackend:
             raise
         self.states.after(key)
         return out
+
+    def _count_read(self, messages: ChatMessages) -> None:
+        """Add the tokens this prompt will evaluate: all but the prefix the KV cache already holds."""
+        if not self._can_batch():
+            return
+        try:
+            tokens = self._prompt(messages)
+        except Exception:  # only a count: a template it cannot render here is rendered by the call itself
+            return
+        held = self.llama.input_ids[: self.llama.n_tokens]
+        same = 0
+        for a, b in zip(held, tokens[:-1]):  # llama-cpp-python evaluates at least the last token
+            if a != b:
+                break
+            same += 1
+        self.tokens_read += len(tokens) - same
+
+    # -- a prefix read ahead of its questions (retrieval/core_cache.py) ------
+
+    def state_identity(self) -> dict:
+        """What a saved KV state depends on: a state saved under another identity is never loaded."""
+        import llama_cpp
+
+        try:
+            size = self.path.stat().st_size
+        except OSError:
+            size = None
+        return {
+            "model": self.model_id, "file": self.path.name, "bytes": size, "n_ctx": self.n_ctx, "n_batch": self.llama.n_batch,
+            "llama_cpp": getattr(llama_cpp, "__version__", "?"), "kv": "default",
+        }
+
+    def can_prefill(self) -> bool:
+        return self.states.enabled and self._can_batch()
+
+    def prefill(self, messages: ChatMessages):
+        """Make the KV cache hold these messages as far as the end of the last one's text (no reply begun), pinned.
+
+        Returns the snapshot, or None where snapshots are off. What a snapshot
+        held already shares (a grown chat's core begins like the last one) is
+        not read again.
+        """
+        if not self.can_prefill():
+            return None
+        key = prompt_key(messages)
+        if key in self.states.snapshots:
+            self.states.before(key)
+            return self.states.pin(key)
+        tokens = self._prefix_tokens(messages)
+        if len(tokens) >= self.n_ctx:
+            raise ModelError(f"model {self.model_id}: the core context is {len(tokens)} tokens, more than its {self.n_ctx}-token window")
+        self.states.before(key)
+        held = self.llama.input_ids[: self.llama.n_tokens]
+        same = 0
+        for a, b in zip(held, tokens):
+            if a != b:
+                break
+            same += 1
+        try:
+            self.llama.n_tokens = same
+            self.llama._ctx.kv_cache_seq_rm(0, same, -1)
+            self.llama.eval(tokens[same:])
+        except BaseException:
+            self.states.failed()
+            raise
+        self.tokens_read += len(tokens) - same
+        self.states.after(key)
+        return self.states.pin(key)
+
+    def adopt_prefix(self, snapshot) -> None:
+        """Make a snapshot loaded from a file the live, pinned state (raises if llama.cpp refuses it)."""
+        self.states.adopt(snapshot)
+
+    def _prefix_tokens(self, messages: ChatMessages) -> list[int]:
+        """The tokens of the chat prompt up to the end of the last message's text, as the whole prompt begins."""
+        mark = "\u2063nemori-prefix-end\u2063"
+        marked = [*messages[:-1], {**messages[-1], "content": messages[-1]["content"] + mark}]
+        result = self._formatter_of()(messages=marked)
+        text = result.prompt[: result.prompt.index(mark)]
+        return self.llama.tokenize(text.encode("utf-8"), add_bos=not result.added_special, special=True)
 
     def _constraint(self, schema: dict):
         from nemori_cli.llm.fast_grammar import ShortlistGrammar
@@ -192,6 +275,10 @@ class LlamaCppBackend:
 
     def _prompt(self, messages: ChatMessages) -> list[int]:
         """The prompt's tokens exactly as create_chat_completion makes them (the file's own chat template)."""
+        result = self._formatter_of()(messages=messages)
+        return self.llama.tokenize(result.prompt.encode("utf-8"), add_bos=not result.added_special, special=True)
+
+    def _formatter_of(self):
         if self._formatter is None:
             from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
@@ -203,8 +290,7 @@ class LlamaCppBackend:
                 bos_token=model.token_get_text(bos) if bos != -1 else "",
                 stop_token_ids=[eos],
             )
-        result = self._formatter(messages=messages)
-        return self.llama.tokenize(result.prompt.encode("utf-8"), add_bos=not result.added_special, special=True)
+        return self._formatter
 
     def _decode_together(self, requests: list[ChatRequest]) -> list[RawCompletion | LLMOutputError]:
         from nemori_cli.llm.batched import BatchedDecoder, Request

@@ -66,6 +66,7 @@ class PrefixStates:
         self.live_key = ""
         self.enabled = _supported(llama)
         self.restores = 0
+        self.pinned: set[str] = set()  # kept whatever comes after them (a core context every question shares)
 
     # -- around one call ---------------------------------------------------
     def before(self, key: str) -> None:
@@ -102,14 +103,42 @@ class PrefixStates:
         except Exception:
             self.enabled = False
             return
-        for old in [k for k in self.snapshots if key.startswith(k)]:
+        for old in [k for k in self.snapshots if key.startswith(k) and k not in self.pinned]:
             del self.snapshots[old]  # a prefix of this one: this snapshot serves every prompt it would
         self.snapshots[key] = snapshot
         self.snapshots.move_to_end(key)
+        self._evict()
+
+    def _evict(self) -> None:
         while len(self.snapshots) > self.slots or (
             len(self.snapshots) > 1 and sum(s.size for s in self.snapshots.values()) > self.max_bytes
         ):
-            self.snapshots.popitem(last=False)
+            oldest = next((k for k in self.snapshots if k not in self.pinned), None)
+            if oldest is None:
+                break
+            del self.snapshots[oldest]
+
+    # -- a prefix kept on purpose (llm/llamacpp.py's prefill) -----------------
+    def pin(self, key: str) -> Snapshot | None:
+        """Keep the snapshot of ``key`` until unpinned; only one is pinned at a time (the core of the user answered now)."""
+        self.pinned = {key} if key in self.snapshots else set()
+        return self.snapshots.get(key)
+
+    def adopt(self, snapshot: Snapshot) -> None:
+        """Make a snapshot read elsewhere (a file) the live state, and keep it pinned; raises if llama.cpp refuses it."""
+        if not self.enabled:
+            raise RuntimeError("KV snapshots are off in this process")
+        try:
+            self._restore(snapshot)
+        except Exception:
+            self.live_key = ""
+            self._reset()
+            raise
+        self.live_key = snapshot.key
+        self.snapshots[snapshot.key] = snapshot
+        self.snapshots.move_to_end(snapshot.key)
+        self.pinned = {snapshot.key}
+        self._evict()
 
     def failed(self) -> None:
         """A call broke off: what the cache holds is unknown to us, so nothing counts as live."""

@@ -20,7 +20,7 @@ from nemori_cli.llm.base import StructuredLLM
 from nemori_cli.prompts import answer as prompt
 from nemori_cli.prompts import timeline
 from nemori_cli.retrieval import timecalc
-from nemori_cli.retrieval.search import DEFAULT_PROFILE, PROFILES, SearchOptions, search
+from nemori_cli.retrieval.search import PROFILES, SearchOptions, search
 from nemori_cli.store import message_index
 from nemori_cli.store.db import Database
 
@@ -161,7 +161,7 @@ def ask(
     embedder: Embedder,
     llm: StructuredLLM,
     question: str,
-    options: SearchOptions = PROFILES[DEFAULT_PROFILE],
+    options: SearchOptions = PROFILES["budget"],
     *,
     today: str | None = None,
 ) -> tuple[Answer, list[int]]:

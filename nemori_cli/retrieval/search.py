@@ -52,6 +52,8 @@ class SearchOptions:
     text_weight: float = 1.0  # the full-text list's weight in the fusion (the vector list's is 1)
     # Memory as it stood at this moment of the conversation (store/asof.py); None: as it stands now.
     as_of: datetime | None = None
+    # `ask` answers from the core context (retrieval/core.py) and retrieves only what it lacks; `search` ignores it.
+    core: bool = False
 
 
 # Named settings, so a run says which it used and the paper's stays comparable.
@@ -65,7 +67,10 @@ PROFILES = {
     # (k = 3) cost 4 set-F1 points (docs/ANSWERS.md). --k brings them back.
     "budget": SearchOptions(k=0, facts=20, raw_for_top=0, messages=30, turns=2, budget=800, layout="timeline"),
 }
-DEFAULT_PROFILE = "budget"
+# The default: the budget's retrieval, after a core context of the current facts and the most recent
+# turns that every question shares (its KV state is computed once; retrieval/core_answer.py).
+PROFILES["core"] = replace(PROFILES["budget"], core=True)
+DEFAULT_PROFILE = "core"
 
 
 def fuse(ranked_lists: list[list[int]], k: int, weights: list[float] | None = None) -> list[tuple[int, float, list[int | None]]]:

@@ -120,6 +120,16 @@ def all_messages(db: Database, user: str, *, pending_only: bool = False, limit: 
     return [row_to_message(r) for r in db.query(sql, (user,))]
 
 
+def recent(db: Database, user: str, limit: int, *, as_of: datetime | None = None) -> list[Message]:
+    """The newest ``limit`` messages (of those said by ``as_of``), oldest first: the core context's raw timeline."""
+    where, params = "user_id = ?", (user,)
+    if as_of is not None:
+        where += " AND ts_epoch <= ?"
+        params += (to_epoch(as_of),)
+    rows = db.query(f"SELECT {COLUMNS} FROM messages WHERE {where} ORDER BY ts_epoch DESC, id DESC LIMIT ?", (*params, limit))
+    return [row_to_message(r) for r in reversed(rows)]
+
+
 def of_episodes(db: Database, user: str, episode_ids: list[int]) -> dict[int, list[Message]]:
     """Raw messages of several episodes, each list in time order."""
     if not episode_ids:

@@ -239,4 +239,9 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         WHERE superseded_by IS NOT NULL;
         """,
     ),
+    (
+        8,
+        "messages by time, newest first: the core context's recent timeline",
+        "CREATE INDEX messages_by_time ON messages(user_id, ts_epoch, id);",
+    ),
 ]

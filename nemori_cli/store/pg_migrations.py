@@ -223,4 +223,9 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         CREATE INDEX episode_predictions_by_user ON episode_predictions(user_id);
         """,
     ),
+    (
+        8,
+        "messages by time, newest first: the core context's recent timeline",
+        "CREATE INDEX messages_by_time ON messages(user_id, ts_epoch, id);",
+    ),
 ]

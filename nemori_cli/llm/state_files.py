@@ -1,0 +1,63 @@
+"""A KV-state snapshot on disk, with the identity of everything that produced it.
+
+A saved state is only valid for the same model file, the same context and
+batch settings, the same llama.cpp build and the same prompt prefix. Any
+difference, or a file cut short, and ``load`` answers None: the caller builds
+the state again. A state is never used on a guess.
+
+Layout: a magic line, one line of JSON (the identity, the prefix digest and
+the sizes), the token ids (int32), then llama.cpp's sequence state bytes.
+Written to a temporary name and renamed, so a crash leaves the old file or
+the new one, never half of one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from nemori_cli.llm.prefix_states import Snapshot
+
+MAGIC = b"nemori-kv-state 1\n"
+
+
+def save(path: Path, snapshot: Snapshot, identity: dict, digest: str) -> int:
+    """Write the snapshot; returns the bytes written."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tokens = np.asarray(snapshot.tokens, dtype=np.int32)
+    header = {"identity": identity, "digest": digest, "tokens": int(tokens.size), "state_bytes": len(snapshot.state)}
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(MAGIC)
+            f.write(json.dumps(header, sort_keys=True).encode() + b"\n")
+            f.write(tokens.tobytes())
+            f.write(snapshot.state)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path.stat().st_size
+
+
+def load(path: Path, key: str, identity: dict, digest: str) -> Snapshot | None:
+    """The snapshot saved for exactly this identity and digest (given ``key``, the prompt text it stands for), else None."""
+    try:
+        with open(path, "rb") as f:
+            if f.readline() != MAGIC:
+                return None
+            header = json.loads(f.readline())
+            if header.get("identity") != identity or header.get("digest") != digest:
+                return None
+            n, size = int(header["tokens"]), int(header["state_bytes"])
+            raw = f.read(4 * n)
+            state = f.read(size + 1)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if len(raw) != 4 * n or len(state) != size:  # cut short, or longer than it says
+        return None
+    return Snapshot(key, np.frombuffer(raw, dtype=np.int32).astype(np.intc), state)

@@ -1,0 +1,177 @@
+"""`nemori ask` over the core context: the cached core, then what retrieval adds beyond it, then the question.
+
+The road of one answer:
+
+1. the core (retrieval/core.py) is built from the memory, and ``prepare`` makes
+   the model hold its KV state (loaded from disk, or read once and saved:
+   retrieval/core_cache.py);
+2. a question none of whose words was ever said is "not mentioned" without
+   the model, as on the budget road;
+3. when the core holds everything, nothing is retrieved: a full-text look-up
+   (no embedder, no vectors) only finds the best-matching turn for the date
+   arithmetic; otherwise hybrid retrieval finds older turns and facts, the
+   core's own are taken out, and the rest is cut at ``tail`` tokens;
+4. one constrained call, then code mends a copied first-person line and a
+   "when" that names the day a line was said (retrieval/answer_fixes.py).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from nemori_cli.dates import format_date
+from nemori_cli.domain import Answer, Hit, Usage
+from nemori_cli.errors import LLMOutputError
+from nemori_cli.llm.base import StructuredLLM
+from nemori_cli.prompts import answer as answer_prompt
+from nemori_cli.prompts import core as core_prompt
+from nemori_cli.prompts.timeline import estimate_tokens
+from nemori_cli.retrieval import answer_fixes, budget, timecalc
+from nemori_cli.retrieval import core as core_memory
+from nemori_cli.retrieval.answer import ANSWER_TOKENS, FAILED, STAGE, _cited, abstains, question_words
+from nemori_cli.retrieval.search import PROFILES, SearchOptions, search
+from nemori_cli.store import message_index
+from nemori_cli.store.db import Database
+
+PROMPT_MARGIN = 64  # tokens for the chat template around the prompt
+QUESTION_RESERVE = 96  # the question and today's date
+ARITHMETIC_RESERVE = 96  # worked-out date arithmetic and "no memory mentions ..."
+# What retrieval may add beyond the core, in estimated tokens. issue 15's budget
+# road measured 800 as its best single-ranking cut on conv-26 s1-5 (docs/ANSWERS.md).
+TAIL_TOKENS = 800
+
+
+@dataclass(frozen=True)
+class CoreBudget:
+    core: int  # tokens for the core
+    tail: int = TAIL_TOKENS  # tokens for what retrieval adds beyond it
+
+
+def budget_for(context_window: int, tail: int = TAIL_TOKENS) -> CoreBudget:
+    """Everything the window holds that the answer, the question and the tail do not need goes to the core."""
+    free = context_window - ANSWER_TOKENS - PROMPT_MARGIN - QUESTION_RESERVE - ARITHMETIC_RESERVE - tail
+    return CoreBudget(max(256, free), tail)
+
+
+Prepare = Callable[[core_memory.Core], None]
+
+
+def build_core(db: Database, user: str, llm: StructuredLLM, sizes: CoreBudget, options: SearchOptions) -> core_memory.Core:
+    """The core as this answer model counts it (an endpoint without a tokenizer: the estimate)."""
+    count = getattr(llm.backend, "count_tokens", None) or estimate_tokens
+    return core_memory.build(db, user, sizes.core, count=count, as_of=options.as_of)
+
+
+def ask(
+    db: Database,
+    user: str,
+    embedder,
+    llm: StructuredLLM,
+    question: str,
+    options: SearchOptions = PROFILES["budget"],
+    *,
+    sizes: CoreBudget,
+    today: str | None = None,
+    prepare: Prepare | None = None,
+    core: core_memory.Core | None = None,
+) -> Answer:
+    """One answer from the core and what lies beyond it; ``embedder`` is touched only when the core does not hold everything."""
+    if options.as_of is not None and not today:
+        today = format_date(options.as_of.date())
+    started = time.perf_counter()
+    core = core or build_core(db, user, llm, sizes, options)
+    words = question_words(question)
+    # A file from before the message index cannot say a word was never said (its full-text index is empty).
+    indexed = not message_index.unindexed(db, user, limit=1)
+    missing = message_index.unmentioned(db, user, words, as_of=options.as_of) if words and indexed else []
+    ranked, tail, events = _retrieve(db, user, embedder, question, options, core, sizes)
+    search_ms = (time.perf_counter() - started) * 1000
+    shown = (*core.facts, *core.turns, *tail)
+    if words and len(missing) == len(words):
+        # Not one of the question's own words was ever said: the code answers, as on the budget road.
+        llm.log.decision(STAGE, f"no message mentions {', '.join(missing)}: answered 'not mentioned' without the model")
+        return Answer(question, answer_prompt.NOT_MENTIONED, shown, Usage(), search_ms, 0.0, abstained=True)
+    if prepare is not None:
+        prepare(core)
+    begun = time.perf_counter()
+    seen = [*core.turns, *tail]
+    arithmetic = timecalc.between_hint(question, ranked + tail, events) or timecalc.notes(
+        question, sorted({h.start.date() for h in seen}), timecalc.parse_day(today)
+    )
+    arithmetic = timecalc.when_hint(question, ranked) + arithmetic
+    if missing:
+        arithmetic.append("No memory mentions " + ", ".join(f'"{w}"' for w in missing) + ".")
+    messages = core_prompt.render(core.text, question, tail, now=today, arithmetic=arithmetic, focus=ranked[:FOCUS_TURNS])
+    failed = False
+    try:
+        completion = llm.complete(messages, schema=answer_prompt.timeline_schema(timecalc.asks_duration(question)), stage=STAGE)
+        text = answer_prompt.tidy(completion.value.answer)
+        usage = Usage(completion.prompt_tokens, completion.completion_tokens, completion.ms)
+    except LLMOutputError as e:
+        llm.log.fallback(STAGE, e.message)
+        text, failed = FAILED, True
+        last = llm.log.calls[-1] if llm.log.calls else None
+        usage = Usage(last.prompt_tokens // max(1, last.attempts), last.completion_tokens, last.ms) if last else Usage()
+    if not failed:
+        lines = [m for h in seen for m in h.messages]
+        fixed = answer_fixes.event_day(answer_fixes.uncopied(text, lines), question, ranked)
+        if fixed != text:
+            llm.log.repaired(STAGE, f"answer {text[:80]!r} said as {fixed[:80]!r}")
+            text = fixed
+    answer_ms = (time.perf_counter() - begun) * 1000
+    cited = tuple(_cited(text, [*ranked, *tail]))
+    return Answer(question, text, shown, usage, search_ms, answer_ms, cited=cited, failed=failed, abstained=not failed and abstains(text))
+
+
+FOCUS_TURNS = 3  # the best-matching turns, shown again just before the question
+_STEM = 5  # letters two words must share to count as the same ("decided" and "decide")
+
+
+def _stems(text: str) -> set[str]:
+    return {w[:_STEM] for w in question_words(text)}
+
+
+def best_turns(question: str, searched: list[Hit], turns: tuple[Hit, ...]) -> list[Hit]:
+    """Turns, best match first: the most of the question's words (speaker included), then the search's own order, then the newest.
+
+    A search's ranking alone puts short lines first ("Nice! Which gym?" for a
+    question about a climbing gym): BM25 favours them. Counting the question's
+    words in each turn, with the speaker's name, puts the line that says it
+    first. Each turn comes once, as its own line (no neighbours).
+    """
+    wanted = _stems(question)
+    order: dict[int, int] = {}
+    candidates: dict[int, Hit] = {}
+    for position, hit in enumerate(searched):
+        turn = next((m for m in hit.messages if m.id == hit.id), None)
+        if turn is not None and turn.id not in candidates:
+            order[turn.id] = position
+            candidates[turn.id] = replace(hit, messages=(turn,))
+    for hit in turns:
+        candidates.setdefault(hit.id, hit)
+    scored = []
+    for turn_id, hit in candidates.items():
+        turn = hit.messages[0]
+        overlap = len(wanted & _stems(f"{turn.speaker} {turn.content}"))
+        if overlap or turn_id in order:
+            scored.append(((-overlap, order.get(turn_id, len(order)), -turn.timestamp.timestamp(), -turn_id), hit))
+    return [hit for _key, hit in sorted(scored, key=lambda pair: pair[0])]
+
+
+def _retrieve(
+    db: Database, user: str, embedder, question: str, options: SearchOptions, core: core_memory.Core, sizes: CoreBudget
+) -> tuple[list[Hit], list[Hit], dict[str, list[Hit]] | None]:
+    """The turns that best match the question (core or not, best first), what the core lacks, and each named event's turns."""
+    # When the core holds everything, full text alone finds the best turn for the date arithmetic: no embedder loads.
+    mode = "text" if core.holds_everything else options.mode
+    wide = replace(options, mode=mode, budget=0, k=options.k if not core.holds_everything else 0)
+    found, _ms = search(db, user, embedder, question, wide)
+    ranked = best_turns(question, [h for h in found if h.kind == "message"], core.turns)
+    tail = [] if core.holds_everything else budget.select(core_memory.outside(core, found), sizes.tail)
+    events = None
+    if named := timecalc.two_events(question):
+        alone = replace(options, mode=mode, k=0, facts=0, notes=0, messages=10, turns=0, budget=0)
+        events = {event: [h for h in search(db, user, embedder, event, alone)[0] if h.kind == "message"] for event in named}
+    return ranked, tail, events

@@ -1,0 +1,91 @@
+"""The core context's KV state, kept between processes: read once per memory change, loaded by every `ask` after.
+
+One file per user and answer model, in a folder next to the database
+(``chat.db.kv/``; for a PostgreSQL store, under the cache directory). The
+file says which model, settings and core it was computed for
+(llm/state_files.py); anything else is rebuilt, never used. Saving is an
+optimisation: a folder that cannot be written (a read-only database) only
+means the next process reads the core again.
+
+The state holds the user's text in another form, so `forget` removes the
+user's files with the rest of what it deletes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from nemori_cli.llm import state_files
+from nemori_cli.llm.base import StructuredLLM
+from nemori_cli.llm.prefix_states import prompt_key
+from nemori_cli.retrieval.core import Core
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """How the model came to hold the core: live (already), loaded (from its file), built (read now), none (no KV reuse here)."""
+
+    outcome: str
+    tokens: int = 0
+    ms: float = 0.0
+    saved_bytes: int = 0
+
+
+def _name(text: str, n: int) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:n]
+
+
+class CoreCache:
+    def __init__(self, directory: Path | None):
+        self.directory = directory
+        self.last: Prepared | None = None  # what the last prepare did (the CLI and the bench report it)
+
+    def path(self, user: str, model_id: str) -> Path | None:
+        return self.directory / f"{_name(user, 16)}-{_name(model_id, 8)}.kv" if self.directory else None
+
+    def prepare(self, llm: StructuredLLM, user: str, core: Core) -> Prepared:
+        """Make ``llm`` hold the core's KV state: live, from its file, or read now and saved."""
+        backend = llm.backend
+        if not getattr(backend, "can_prefill", lambda: False)():
+            self.last = Prepared("none")
+            return self.last  # an endpoint: the same prefix every time is what its own prefix cache reuses
+        started = time.perf_counter()
+        key = prompt_key(core.prefix)
+        if key in backend.states.snapshots:
+            backend.prefill(core.prefix)  # restores and pins it
+            self.last = Prepared("live", core.tokens, (time.perf_counter() - started) * 1000)
+            return self.last
+        path = self.path(user, backend.model_id)
+        identity = backend.state_identity()
+        if path is not None and path.exists():
+            snapshot = state_files.load(path, key, identity, core.digest)
+            if snapshot is not None:
+                try:
+                    backend.adopt_prefix(snapshot)
+                    self.last = Prepared("loaded", len(snapshot.tokens), (time.perf_counter() - started) * 1000)
+                    return self.last
+                except Exception:  # llama.cpp refused the bytes: the file is no good, read the core again
+                    path.unlink(missing_ok=True)
+        snapshot = backend.prefill(core.prefix)
+        ms = (time.perf_counter() - started) * 1000
+        saved = 0
+        if snapshot is not None and path is not None:
+            try:
+                saved = state_files.save(path, snapshot, identity, core.digest)
+            except OSError:
+                saved = 0  # a folder that cannot be written: the next process reads the core again
+        self.last = Prepared("built", len(snapshot.tokens) if snapshot is not None else 0, ms, saved)
+        return self.last
+
+    def forget(self, user: str) -> int:
+        """Remove every saved state of ``user`` (any model); returns how many files went."""
+        if self.directory is None or not self.directory.is_dir():
+            return 0
+        gone = 0
+        for path in self.directory.glob(f"{_name(user, 16)}-*.kv"):
+            path.unlink(missing_ok=True)
+            gone += 1
+        return gone

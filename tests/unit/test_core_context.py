@@ -1,0 +1,264 @@
+"""The core context (retrieval/core.py), the answer over it (core_answer.py), the answer fixes, and the saved KV states (fake LLM and embedder)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import numpy as np
+import pytest
+
+from nemori_cli.domain import Hit, IncomingMessage, Message
+from nemori_cli.embed.base import Deferred
+from nemori_cli.llm import state_files
+from nemori_cli.llm.prefix_states import PrefixStates, Snapshot
+from nemori_cli.pipeline.runner import Pipeline
+from nemori_cli.prompts import core as core_prompt
+from nemori_cli.retrieval import answer_fixes, core_answer
+from nemori_cli.retrieval import core as core_memory
+from nemori_cli.retrieval.core_cache import CoreCache
+from nemori_cli.retrieval.search import PROFILES
+from nemori_cli.store import facts as fact_sql
+from tests.unit.test_semantic import scripted
+
+T0 = datetime(2024, 3, 4, 9, 0)
+
+
+def _chat(n: int = 6, start: datetime = T0) -> list[IncomingMessage]:
+    lines = [
+        ("Priya", "I went to the climbing gym yesterday with Maya."),
+        ("Sam", "Nice! I have news too."),
+        ("Sam", "Quick update: I decided to accept the Northwind offer"),
+        ("Priya", "Congratulations, when do you start?"),
+        ("Sam", "In April, after my trip to Lisbon."),
+        ("Priya", "My violin lesson is on Friday."),
+    ]
+    out = []
+    for i in range(n):
+        speaker, content = lines[i % len(lines)]
+        out.append(IncomingMessage(speaker=speaker, content=f"{content}" if i < len(lines) else f"{content} ({i})",
+                                   timestamp=start + timedelta(minutes=i), source_id=f"m{i}", session="s1"))
+    return out
+
+
+def _ingest(db, llm, backend, embedder, messages, facts=None):
+    scripted(backend, facts=facts if facts is not None else [[]])
+    pipe = Pipeline(db, "u", llm, embedder)
+    pipe.add_messages(messages)
+    pipe.process(flush=True)
+
+
+def _answering(backend, text: str):
+    """The model answers every question with ``text``; the prompts it saw are in backend.history."""
+    backend.default = lambda messages, schema: {"answer": text}
+
+
+class NoEmbedder:
+    """Fails the test if anything embeds."""
+
+    def __call__(self):
+        raise AssertionError("the embedder was loaded although the core holds everything")
+
+
+# -- the core -------------------------------------------------------------
+
+
+def test_the_core_is_the_whole_history_when_it_fits(db, llm, backend, embedder):
+    _ingest(db, llm, backend, embedder, _chat())
+    core = core_memory.build(db, "u", 4000)
+    assert core.complete and core.holds_everything
+    assert [h.text for h in core.turns] == [m.content for m in _chat()]
+    assert "The whole conversation, oldest first:" in core.text and core.text.endswith("\n")
+    assert "4 March 2024:" in core.text and "[3 March 2024]" in core.text  # dated, relative words resolved
+
+
+def test_a_small_budget_keeps_the_newest_turns_and_says_it_is_not_the_whole(db, llm, backend, embedder):
+    _ingest(db, llm, backend, embedder, _chat(40))
+    core = core_memory.build(db, "u", 120)
+    assert not core.complete and 0 < len(core.turns) < 40
+    ids = sorted(m.id for m in _all(db))
+    assert [h.id for h in core.turns] == ids[-len(core.turns):]  # the most recent, oldest first
+    assert "The most recent part of the conversation" in core.text
+
+
+def _all(db):
+    from nemori_cli.store import messages as message_sql
+
+    return message_sql.all_messages(db, "u")
+
+
+def test_the_core_shows_current_facts_only(db, llm, backend, embedder):
+    _ingest(db, llm, backend, embedder, _chat(), facts=[["Sam works at Northwind.", "Priya climbs with Maya."]])
+    facts = fact_sql.list_all(db, "u")
+    assert len(facts) == 2
+    with db.transaction():
+        fact_sql.supersede(db, "u", [facts[0].id], facts[1].id, "test")
+    core = core_memory.build(db, "u", 4000)
+    assert [h.text for h in core.facts] == ["Priya climbs with Maya."]
+    assert "Facts known now:" in core.text and "works at Northwind" not in core.text
+
+
+def test_the_core_of_a_moment_holds_nothing_said_after_it(db, llm, backend, embedder):
+    _ingest(db, llm, backend, embedder, _chat())
+    core = core_memory.build(db, "u", 4000, as_of=T0 + timedelta(minutes=2, seconds=30))
+    assert [h.text for h in core.turns] == [m.content for m in _chat()[:3]]
+
+
+def test_the_core_digest_changes_with_the_memory(db, llm, backend, embedder):
+    _ingest(db, llm, backend, embedder, _chat(3))
+    first = core_memory.build(db, "u", 4000)
+    assert core_memory.build(db, "u", 4000).digest == first.digest  # the same memory, the same core
+    _ingest(db, llm, backend, embedder, _chat(6))
+    assert core_memory.build(db, "u", 4000).digest != first.digest
+
+
+# -- the answer over it -----------------------------------------------------
+
+
+def test_every_question_shares_the_core_as_its_prompt_prefix(db, llm, backend, embedder):
+    _ingest(db, llm, backend, embedder, _chat())
+    _answering(backend, "Maya")
+    sizes = core_answer.CoreBudget(4000)
+    for q in ("Who did Priya climb with?", "What did Sam decide about the offer?"):
+        core_answer.ask(db, "u", Deferred(NoEmbedder()), llm, q, PROFILES["core"], sizes=sizes)
+    prompts = backend.prompts_for("Answer")
+    core = core_memory.build(db, "u", 4000)
+    assert len(prompts) == 2
+    for p in prompts:
+        assert p[0]["content"] == core_prompt.SYSTEM
+        assert p[1]["content"].startswith(core.text)  # the cached prefix, unchanged
+    assert prompts[0][1]["content"].endswith("Question: Who did Priya climb with?")
+
+
+def test_a_core_holding_everything_answers_without_the_embedder(db, llm, backend, embedder):
+    _ingest(db, llm, backend, embedder, _chat())
+    _answering(backend, "Maya")
+    answer = core_answer.ask(db, "u", Deferred(NoEmbedder()), llm, "Who did Priya climb with?", PROFILES["core"], sizes=core_answer.CoreBudget(4000))
+    assert answer.answer == "Maya" and not answer.abstained
+
+
+def test_retrieval_adds_older_turns_and_never_repeats_the_core(db, llm, backend, embedder):
+    old = [IncomingMessage(speaker="Ann", content="My hamster is called Biscuit.", timestamp=T0 - timedelta(days=30), source_id="old", session="s0")]
+    _ingest(db, llm, backend, embedder, old + _chat(40))
+    _answering(backend, "Biscuit")
+    sizes = core_answer.CoreBudget(150, tail=400)
+    core = core_memory.build(db, "u", sizes.core)
+    assert "Biscuit" not in core.text
+    core_answer.ask(db, "u", embedder, llm, "What is the hamster called?", PROFILES["core"], sizes=sizes)
+    prompt = backend.prompts_for("Answer")[-1][1]["content"]
+    tail = prompt[len(core.text):]
+    assert tail.startswith(core_prompt.TAIL_HEADING) and "Biscuit" in tail
+    for h in core.turns:
+        assert f'"{h.text}"' not in tail  # a turn the core shows is not shown again
+
+
+def test_a_question_no_message_speaks_of_is_not_mentioned_without_the_model(db, llm, backend, embedder):
+    _ingest(db, llm, backend, embedder, _chat())
+    before = len(backend.history)
+    answer = core_answer.ask(db, "u", Deferred(NoEmbedder()), llm, "What colour is the submarine?", PROFILES["core"], sizes=core_answer.CoreBudget(4000))
+    assert answer.abstained and len(backend.history) == before
+
+
+def test_a_copied_first_person_line_is_said_of_its_speaker(db, llm, backend, embedder):
+    _ingest(db, llm, backend, embedder, _chat())
+    _answering(backend, "Quick update: I decided to accept the Northwind offer")
+    answer = core_answer.ask(db, "u", Deferred(NoEmbedder()), llm, "What did Sam decide about the job offer?", PROFILES["core"], sizes=core_answer.CoreBudget(4000))
+    assert answer.answer == "Sam decided to accept the Northwind offer"
+
+
+def test_a_when_answer_names_the_day_of_the_event_not_of_the_line(db, llm, backend, embedder):
+    _ingest(db, llm, backend, embedder, _chat())
+    _answering(backend, "4 March 2024, with Maya")
+    answer = core_answer.ask(db, "u", Deferred(NoEmbedder()), llm, "When did Priya go to the climbing gym?", PROFILES["core"], sizes=core_answer.CoreBudget(4000))
+    assert answer.answer == "3 March 2024, with Maya"
+
+
+# -- the fixes alone ---------------------------------------------------------
+
+
+def _msg(i: int, speaker: str, content: str, at: datetime = T0) -> Message:
+    return Message(id=i, user="u", key=f"k{i}", speaker=speaker, content=content, timestamp=at, source_id=None, session="s1")
+
+
+@pytest.mark.parametrize(
+    "answer, expected",
+    [
+        ("I decided to accept the Northwind offer", "Sam decided to accept the Northwind offer"),
+        ("I'm moving to Lisbon with my sister next year!", "Sam is moving to Lisbon with Sam's sister next year"),
+        ("the Northwind offer", "the Northwind offer"),  # a phrase taken from the line, not the line
+    ],
+)
+def test_uncopied(answer, expected):
+    said = [_msg(1, "Sam", "Quick update: I decided to accept the Northwind offer"), _msg(2, "Sam", "I'm moving to Lisbon with my sister next year!")]
+    assert answer_fixes.uncopied(answer, said) == expected
+
+
+def test_an_answer_that_copies_no_line_is_kept_as_it_is():
+    said = [_msg(1, "Sam", "I decided to accept the Northwind offer")]
+    assert answer_fixes.uncopied("I think Sam accepted an offer from a company", said) == "I think Sam accepted an offer from a company"
+    assert answer_fixes.copied_line("Sam accepted the offer", said) is None
+
+
+def test_event_day_leaves_other_questions_and_other_days_alone():
+    turn = _msg(1, "Priya", "I went to the gym yesterday")
+    ranked = [Hit(kind="message", id=1, score=1.0, title="Priya", text=turn.content, start=T0, end=T0, messages=(turn,))]
+    assert answer_fixes.event_day("4 March 2024", "When did Priya go to the gym?", ranked) == "3 March 2024"
+    assert answer_fixes.event_day("4 March 2024", "Who went to the gym?", ranked) == "4 March 2024"
+    assert answer_fixes.event_day("1 March 2024", "When did Priya go to the gym?", ranked) == "1 March 2024"
+
+
+# -- the saved state ------------------------------------------------------------
+
+
+def _snapshot(key="k") -> Snapshot:
+    return Snapshot(key, np.arange(5, dtype=np.intc), b"state-bytes" * 10)
+
+
+def test_a_saved_state_loads_only_for_the_same_identity_and_digest(tmp_path):
+    path = tmp_path / "u.kv"
+    state_files.save(path, _snapshot(), {"model": "m", "n_ctx": 8192}, "d1")
+    got = state_files.load(path, "k", {"model": "m", "n_ctx": 8192}, "d1")
+    assert got is not None and got.state == _snapshot().state and list(got.tokens) == [0, 1, 2, 3, 4]
+    assert state_files.load(path, "k", {"model": "m", "n_ctx": 4096}, "d1") is None  # other settings
+    assert state_files.load(path, "k", {"model": "m", "n_ctx": 8192}, "d2") is None  # another core
+    path.write_bytes(path.read_bytes()[:-7])  # cut short
+    assert state_files.load(path, "k", {"model": "m", "n_ctx": 8192}, "d1") is None
+    path.write_bytes(b"not a state file")
+    assert state_files.load(path, "k", {"model": "m", "n_ctx": 8192}, "d1") is None
+
+
+def test_forget_removes_every_saved_state_of_the_user_and_no_other(tmp_path):
+    cache = CoreCache(tmp_path / "db.kv")
+    for user, model in (("u", "small"), ("u", "base"), ("v", "small")):
+        state_files.save(cache.path(user, model), _snapshot(), {}, "d")
+    assert cache.forget("u") == 2
+    assert not cache.path("u", "small").exists() and cache.path("v", "small").exists()
+
+
+def test_an_endpoint_needs_no_state(llm):
+    cache = CoreCache(None)
+    core = core_memory.Core("x\n", (), (), True, True, 1)
+    assert cache.prepare(llm, "u", core).outcome == "none"
+
+
+class _FakeLlama:
+    """Just enough of a llama for PrefixStates' bookkeeping (no real KV state)."""
+
+
+def test_a_pinned_snapshot_outlives_the_longer_prompts_that_follow_it():
+    states = PrefixStates(_FakeLlama())
+    states.enabled = True
+    states._capture = lambda key: Snapshot(key, np.zeros(1, dtype=np.intc), b"x")
+    states.after("core")
+    states.pin("core")
+    states.after("core + question 1")
+    states.after("core + question 1 + more")
+    assert "core" in states.snapshots and "core + question 1" not in states.snapshots
+    states.slots = 1
+    states.after("other")
+    assert "core" in states.snapshots  # eviction passes it over
+
+
+def test_the_budget_leaves_room_for_the_answer_and_the_tail():
+    sizes = core_answer.budget_for(8192)
+    assert sizes.core + sizes.tail + core_answer.ANSWER_TOKENS < 8192
+    assert core_answer.budget_for(100).core == 256  # never below a floor

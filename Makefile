@@ -7,7 +7,7 @@ NEMORI := $(VENV)/bin/nemori
 STAMP  := $(VENV)/.installed
 DEMO_DB ?= .nemori-demo/demo.db
 
-.PHONY: install demo test unit integration faults llama-server bench-search bench-locomo bench-locomo-long bench-longmemeval clean
+.PHONY: install demo test unit integration faults llama-server bench-core bench-search bench-locomo bench-locomo-long bench-longmemeval clean
 
 install: $(STAMP)
 
@@ -51,6 +51,21 @@ faults: install
 # llama-cpp-python vendors (about 10 minutes on 2 cores); not needed by the tests.
 llama-server: install
 	sh scripts/build_llama_server.sh $(VENV)
+
+# Issue 31's comparison: the cached core (nemori) against reading the whole chat and small-chunk RAG,
+# on two slices that fit the window (sessions 1-5) and two whole conversations (60 questions each,
+# spread over the categories). Hours with `small`; rerun to resume. CORE_SLICES picks some.
+CORE_SLICES ?= conv-26:1-5 conv-30:1-5 conv-26:all conv-30:all
+FIT_SYSTEMS ?= nemori,nemori-budget,full-context,rag-256
+WHOLE_SYSTEMS ?= nemori,nemori-wide,full-context,rag-256
+bench-core: install
+	for slice in $(CORE_SLICES); do \
+		sample=$${slice%%:*}; sessions=$${slice##*:}; \
+		if [ "$$sessions" = all ]; then scope="--questions 60"; systems=$(WHOLE_SYSTEMS); \
+		else scope="--sessions $$sessions"; systems=$(FIT_SYSTEMS); fi; \
+		$(NEMORI) bench locomo ../shared/data/locomo/locomo-dev.json --sample $$sample $$scope --systems $$systems \
+			--model $(MODEL) $(ANSWER_OPT) --out bench-results/core-$$sample-$$sessions-$(MODEL) --progress || exit 1; \
+	done
 
 bench-search: install
 	$(PY) scripts/bench_search.py --sizes 1000,10000 --queries 200 --out docs/SEARCH_LATENCY.md

@@ -36,10 +36,35 @@ def units(path: Path, samples: list[str], sessions: tuple[int, int] | None, cap:
                 evidence=q.evidence,
                 meta={"category": q.category, "group": CATEGORIES.get(q.category, str(q.category))},
             )
-            for q in found[: cap if cap else None]
+            for q in spread(found, cap)
         ]
         out.append(Unit(sample_id, messages, questions))
     return out
+
+
+def spread(found: list, cap: int | None) -> list:
+    """At most ``cap`` questions, shared evenly among the categories and spread evenly through each, in the file's order.
+
+    The first N of a LoCoMo sample are about its first sessions and mostly of
+    one category; a whole-conversation run must ask about all of it.
+    """
+    if not cap or cap >= len(found):
+        return list(found)
+    groups: dict[int, list] = {}
+    for q in found:
+        groups.setdefault(q.category, []).append(q)
+    share = dict.fromkeys(groups, 0)
+    left = cap
+    while left:  # one more for each category that still has questions, in turn
+        for category, members in groups.items():
+            if left and share[category] < len(members):
+                share[category] += 1
+                left -= 1
+    chosen = set()
+    for category, members in groups.items():
+        n = share[category]
+        chosen.update(id(members[(i * len(members)) // n]) for i in range(n))
+    return [q for q in found if id(q) in chosen]
 
 
 def text_scores(answer: str, gold: str, category: int) -> dict:

@@ -98,18 +98,22 @@ class CoreNemoriSystem(NemoriSystem):
     reads it, and its note says how long that took.
     """
 
+    def __init__(self, name: str, description: str, profile: Profile = DEFAULT, options: SearchOptions = PAPER_SEARCH, *, tail: int | None = None):
+        super().__init__(name, description, profile, options)
+        self.tail = tail  # tokens retrieval may add beyond the core; None: core_answer's default
+
     def for_model(self, partition: str) -> "NemoriSystem":
         twin = super().for_model(partition)
         if twin is self:
             return self
-        return CoreNemoriSystem(twin.name, twin.description, twin.profile, twin.options, notes_only=twin.notes_only)
+        return CoreNemoriSystem(twin.name, twin.description, twin.profile, twin.options, tail=self.tail)
 
     def answer(self, db: Database, user: str, question: str, today: str | None, shared: Shared) -> Reply:
         from nemori_cli.retrieval import core_answer
         from nemori_cli.retrieval.core_cache import CoreCache
 
         cache = CoreCache(None)  # in this process only: the pinned state serves every question of the conversation
-        sizes = core_answer.budget_for(shared.context_window)
+        sizes = core_answer.budget_for(shared.context_window, *(() if self.tail is None else (self.tail,)))
         answer = core_answer.ask(
             db, user, shared.embedder, shared.answer_llm, question, self.options, sizes=sizes, today=today,
             prepare=lambda core: cache.prepare(shared.answer_llm, user, core),
@@ -136,8 +140,14 @@ _ABLATIONS = (
     CoreNemoriSystem(
         "nemori",
         "Nemori as `nemori ask` answers: a cached core (current facts, then the most recent turns that fit the window), "
-        "then facts and older turns retrieved beyond it, cut at ~800 tokens",
+        "then facts and older turns retrieved beyond it (~200 tokens), then the best-matching turns again",
         options=PROFILES["core"],
+    ),
+    CoreNemoriSystem(
+        "nemori-wide",
+        "nemori with 800 tokens retrieved beyond the core instead of the default (a smaller core, more retrieval read per question)",
+        options=PROFILES["core"],
+        tail=800,
     ),
     NemoriSystem(
         "nemori-budget",

@@ -38,9 +38,12 @@ from nemori_cli.store.db import Database
 PROMPT_MARGIN = 64  # tokens for the chat template around the prompt
 QUESTION_RESERVE = 96  # the question and today's date
 ARITHMETIC_RESERVE = 96  # worked-out date arithmetic and "no memory mentions ..."
-# What retrieval may add beyond the core, in estimated tokens. issue 15's budget
-# road measured 800 as its best single-ranking cut on conv-26 s1-5 (docs/ANSWERS.md).
-TAIL_TOKENS = 800
+# What retrieval may add beyond the core, in estimated tokens. Every token of it is
+# read anew for each question (about 100 a second with `small` on 2 cores), while the
+# core costs nothing after its first reading: a small tail keeps an answer near the
+# speed of reading the whole chat. The bench's nemori-wide row measures 800
+# (docs/ANSWERS.md has the comparison).
+TAIL_TOKENS = 200
 
 
 @dataclass(frozen=True)

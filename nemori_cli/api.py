@@ -145,6 +145,7 @@ class Memory:
         # flag that disagrees with the record is refused by memory/profile.resolve.
         self.method, self.window, self.neighbours = method, window, neighbours
         self._open: tuple[str, deps.Session] | None = None
+        self.last_core = None  # what the last `ask` did to have its core context in the model (retrieval/core_cache.Prepared)
 
     # -- plumbing ---------------------------------------------------------
 
@@ -368,22 +369,25 @@ class Memory:
     def _ask_core(self, session: deps.Session, text: str, options: SearchOptions, today: str | None):
         """The default road: the cached core, then what retrieval adds beyond it (retrieval/core_answer.py).
 
-        The embedder loads only if the core does not hold everything; its
-        preset is still checked against the database first, so a wrong one is
-        named before any model loads.
+        The embedder loads only if the core does not hold everything; one
+        named by --embedder or NEMORI_EMBEDDER is still checked against the
+        database first, so a wrong one is named before any model loads.
         """
         from nemori_cli.embed.base import Deferred
         from nemori_cli.retrieval import core_answer
 
-        deps.check_embedder_preset(session.settings, session.db)
+        if session.settings.embedder:  # one asked for by name is checked against the database before any model loads
+            deps.check_embedder_preset(session.settings, session.db)
         llm = session.answer_llm
         sizes = core_answer.budget_for(deps.answer_window(session.settings, llm))
         cache = session.core_cache
         prepare = None if options.as_of is not None else (lambda core: cache.prepare(llm, self.user, core))
         # A core of another moment (--as-of) is read for this answer alone: it is not saved.
+        cache.last = None
         answer = core_answer.ask(
             session.db, self.user, Deferred(lambda: session.embedder), llm, text, options, sizes=sizes, today=today, prepare=prepare
         )
+        self.last_core = cache.last  # how the model came to hold the core (None: not needed, or a past moment's)
         return answer, llm
 
     def prepare_core(self):

@@ -138,7 +138,7 @@ def core_cache(settings: Settings):
 
 def answer_window(settings: Settings, llm: StructuredLLM) -> int:
     """The answer model's context window in tokens: the loaded model's own, else its preset's."""
-    return getattr(llm.backend, "n_ctx", None) or answer_preset(settings).n_ctx
+    return getattr(llm.backend, "n_ctx", None) or getattr(answer_preset(settings), "n_ctx", None) or 4096
 
 
 def semantic_settings(settings: Settings):

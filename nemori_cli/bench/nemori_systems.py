@@ -98,22 +98,25 @@ class CoreNemoriSystem(NemoriSystem):
     reads it, and its note says how long that took.
     """
 
-    def __init__(self, name: str, description: str, profile: Profile = DEFAULT, options: SearchOptions = PAPER_SEARCH, *, tail: int | None = None):
+    def __init__(
+        self, name: str, description: str, profile: Profile = DEFAULT, options: SearchOptions = PAPER_SEARCH, *, tail: int | None = None, **shape
+    ):
         super().__init__(name, description, profile, options)
         self.tail = tail  # tokens retrieval may add beyond the core; None: core_answer's default
+        self.shape = shape  # other CoreBudget fields (facts=False, focus=0): the ablations
 
     def for_model(self, partition: str) -> "NemoriSystem":
         twin = super().for_model(partition)
         if twin is self:
             return self
-        return CoreNemoriSystem(twin.name, twin.description, twin.profile, twin.options, tail=self.tail)
+        return CoreNemoriSystem(twin.name, twin.description, twin.profile, twin.options, tail=self.tail, **self.shape)
 
     def answer(self, db: Database, user: str, question: str, today: str | None, shared: Shared) -> Reply:
         from nemori_cli.retrieval import core_answer
         from nemori_cli.retrieval.core_cache import CoreCache
 
         cache = CoreCache(None)  # in this process only: the pinned state serves every question of the conversation
-        sizes = core_answer.budget_for(shared.context_window, *(() if self.tail is None else (self.tail,)))
+        sizes = replace(core_answer.budget_for(shared.context_window, *(() if self.tail is None else (self.tail,))), **self.shape)
         answer = core_answer.ask(
             db, user, shared.embedder, shared.answer_llm, question, self.options, sizes=sizes, today=today,
             prepare=lambda core: cache.prepare(shared.answer_llm, user, core),
@@ -149,6 +152,8 @@ _ABLATIONS = (
         options=PROFILES["core"],
         tail=800,
     ),
+    CoreNemoriSystem("nemori-core-nofacts", "nemori without the facts in its core (raw turns only)", options=PROFILES["core"], facts=False),
+    CoreNemoriSystem("nemori-core-nofocus", "nemori without the best-matching turns shown again", options=PROFILES["core"], focus=0),
     NemoriSystem(
         "nemori-budget",
         "issue 15's road: facts and raw turns (2 either side) in one ranking cut at ~800 tokens, on a dated timeline",

@@ -202,6 +202,8 @@ def ask_cmd(
                 "memories": [hit_json(h) for h in answer.hits],
                 "tokens": {"prompt": answer.usage.prompt_tokens, "completion": answer.usage.completion_tokens},
                 "ms": {"search": round(answer.search_ms, 1), "answer": round(answer.answer_ms, 1)},
+                # How the core context came to be in the model: loaded (its saved state), built (read now and saved), live, none.
+                "core": _core_json(memory.last_core),
             }
         )
         return
@@ -216,6 +218,12 @@ def ask_cmd(
         f"[dim]{len(answer.hits)} memories, {answer.usage.prompt_tokens}+{answer.usage.completion_tokens} tokens, "
         f"search {answer.search_ms:.0f} ms, answer {answer.answer_ms / 1000:.1f} s{_as_of_note(moment)}[/dim]"
     )
+
+
+def _core_json(prepared) -> dict | None:
+    if prepared is None:
+        return None
+    return {"outcome": prepared.outcome, "tokens": prepared.tokens, "ms": round(prepared.ms, 1)}
 
 
 def _as_of_note(moment) -> str:

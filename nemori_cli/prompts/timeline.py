@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from nemori_cli.domain import Hit
+from nemori_cli.domain import Hit, to_epoch
 from nemori_cli.dates import annotate_relative_times, format_date
 from nemori_cli.prompts.render import clip
 
@@ -62,7 +62,7 @@ def render(hits: list[Hit]) -> str:
     for hit in hits:
         for line in lines_of(hit):
             unique.setdefault(line.key, line)
-    ordered = sorted(unique.values(), key=lambda line: (line.at, line.order, line.key))
+    ordered = sorted(unique.values(), key=lambda line: (to_epoch(line.at), line.order, line.key))  # instants: offsets may differ
     out: list[str] = []
     last_day = None
     for line in ordered:

@@ -131,12 +131,12 @@ def answer_hits(
         last = llm.log.calls[-1] if llm.log.calls else None
         usage = Usage(last.prompt_tokens // max(1, last.attempts), last.completion_tokens, last.ms) if last else Usage()
     if not cited:
-        cited = _cited(text, hits)
+        cited = cited_episodes(text, hits)
     answer_ms = (time.perf_counter() - started) * 1000
     return Answer(question, text, tuple(hits), usage, 0.0, answer_ms, cited=tuple(cited), failed=failed, abstained=not failed and abstains(text))
 
 
-def _cited(text: str, hits: list[Hit]) -> list[int]:
+def cited_episodes(text: str, hits: list[Hit]) -> list[int]:
     """The episodes behind the answer: those whose memories share the most words with it, best-ranked first.
 
     Chosen by code, not by the model: a 0.5B model's citations were often

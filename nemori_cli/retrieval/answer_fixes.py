@@ -16,6 +16,7 @@ mend without a second model call:
 from __future__ import annotations
 
 import re
+from datetime import date
 
 from nemori_cli.dates import find_relative_times, format_date
 from nemori_cli.domain import Hit, Message
@@ -55,8 +56,11 @@ _FIRST_PERSON = (
     (re.compile(r"\bI\b"), "{name}"),
     (re.compile(r"\bme\b"), "{name}"),
 )
-# A lead-in before the content: "Quick update:", "Guess what -", "So,", "Yeah!".
-_LEAD_IN = re.compile(r"^\s*(?:(?:[\w']+\s+){0,3}[\w']+\s*[:\u2013\u2014-]\s+|(?:so|well|yeah|yes|oh|hey|wow|ok|okay|guess what)\b[,!.]?\s+)", re.IGNORECASE)
+# A lead-in before the content: "Quick update:", "Guess what -", "So,", "Yeah!", a name called ("Mel, I ...").
+_LEAD_IN = re.compile(
+    r"^\s*(?:(?:[\w']+\s+){0,3}[\w']+\s*[:\u2013\u2014-]\s+|(?:so|well|yeah|yes|oh|hey|wow|ok|okay|guess what)\b[,!.]?\s+"
+    r"|[A-Z][\w']*,\s+(?=I\b|my\b|I'))",
+)
 
 
 def first_person(text: str) -> bool:
@@ -113,4 +117,27 @@ def event_day(answer: str, question: str, ranked: list[Hit]) -> str:
         if mentions and mentions[0].resolved != said:
             return answer.replace(said, mentions[0].resolved, 1)
         return answer  # the best line said that day speaks of no other day
+    return answer
+
+
+def resolved_phrase(answer: str, question: str, ranked: list[Hit]) -> str:
+    """A "when" answer that repeats a line's relative words ("last Saturday") gets the date they meant in that line.
+
+    The line is the best-matching turn that says those words (``ranked``,
+    best first); no such line, and the answer stays as it is.
+    """
+    if not asks_when(question):
+        return answer
+    found = find_relative_times(answer, date(2000, 1, 1))  # any anchor: only the words are used here
+    if not found:
+        return answer
+    said = found[0]
+    phrase = said.text.lower()
+    for hit in ranked:
+        for turn in hit.messages:
+            if phrase not in turn.content.lower():
+                continue
+            for mention in find_relative_times(turn.content, turn.timestamp):
+                if mention.text.lower() == phrase:
+                    return answer[: said.start] + mention.resolved + answer[said.end :]
     return answer

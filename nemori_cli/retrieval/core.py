@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from nemori_cli.domain import Hit, Message
+from nemori_cli.domain import Hit, Message, to_epoch
 from nemori_cli.prompts import core as core_prompt
 from nemori_cli.prompts.timeline import estimate_tokens, lines_of
 from nemori_cli.store import episodes as episode_sql
@@ -83,14 +83,16 @@ def current_facts(db: Database, user: str, as_of: datetime | None = None) -> lis
         times = [sources[e].start for e in f.source_episode_ids if e in sources]
         if times:
             hits.append(Hit(kind="fact", id=f.id, score=0.0, title="", text=f.text, start=min(times), end=max(times)))
-    return sorted(hits, key=lambda h: (h.start, h.id))
+    return sorted(hits, key=lambda h: (to_epoch(h.start), h.id))  # offsets differ between inputs: compare instants
 
 
-def build(db: Database, user: str, budget: int, *, count: Callable[[str], int] = estimate_tokens, as_of: datetime | None = None) -> Core:
-    """The core for ``budget`` tokens, as counted by ``count`` (the answer model's tokenizer when it is at hand)."""
+def build(
+    db: Database, user: str, budget: int, *, count: Callable[[str], int] = estimate_tokens, as_of: datetime | None = None, facts: bool = True
+) -> Core:
+    """The core for ``budget`` tokens, as counted by ``count`` (the answer model's tokenizer when it is at hand); ``facts=False``: raw turns only."""
     budget = int(budget / COUNT_SLACK)
     with db.snapshot():  # facts and turns of one committed state
-        facts = current_facts(db, user, as_of)
+        facts = current_facts(db, user, as_of) if facts else []
         fetch = max(1, budget // MIN_LINE_TOKENS)
         recent = message_sql.recent(db, user, fetch, as_of=as_of)
     fact_budget = int(budget * FACT_SHARE)

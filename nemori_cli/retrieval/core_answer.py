@@ -30,7 +30,7 @@ from nemori_cli.prompts import core as core_prompt
 from nemori_cli.prompts.timeline import estimate_tokens
 from nemori_cli.retrieval import answer_fixes, budget, timecalc
 from nemori_cli.retrieval import core as core_memory
-from nemori_cli.retrieval.answer import ANSWER_TOKENS, FAILED, STAGE, _cited, abstains, question_words
+from nemori_cli.retrieval.answer import ANSWER_TOKENS, FAILED, STAGE, abstains, cited_episodes, question_words
 from nemori_cli.retrieval.search import PROFILES, SearchOptions, search
 from nemori_cli.store import message_index
 from nemori_cli.store.db import Database
@@ -50,6 +50,8 @@ TAIL_TOKENS = 200
 class CoreBudget:
     core: int  # tokens for the core
     tail: int = TAIL_TOKENS  # tokens for what retrieval adds beyond it
+    facts: bool = True  # the current facts open the core (False: raw turns only; the bench's ablation)
+    focus: int = 3  # best-matching turns shown again before the question (0: none)
 
 
 def budget_for(context_window: int, tail: int = TAIL_TOKENS) -> CoreBudget:
@@ -64,7 +66,7 @@ Prepare = Callable[[core_memory.Core], None]
 def build_core(db: Database, user: str, llm: StructuredLLM, sizes: CoreBudget, options: SearchOptions) -> core_memory.Core:
     """The core as this answer model counts it (an endpoint without a tokenizer: the estimate)."""
     count = getattr(llm.backend, "count_tokens", None) or estimate_tokens
-    return core_memory.build(db, user, sizes.core, count=count, as_of=options.as_of)
+    return core_memory.build(db, user, sizes.core, count=count, as_of=options.as_of, facts=sizes.facts)
 
 
 def ask(
@@ -106,7 +108,7 @@ def ask(
     arithmetic = timecalc.when_hint(question, ranked) + arithmetic
     if missing:
         arithmetic.append("No memory mentions " + ", ".join(f'"{w}"' for w in missing) + ".")
-    messages = core_prompt.render(core.text, question, tail, now=today, arithmetic=arithmetic, focus=ranked[:FOCUS_TURNS])
+    messages = core_prompt.render(core.text, question, tail, now=today, arithmetic=arithmetic, focus=ranked[: sizes.focus])
     failed = False
     try:
         completion = llm.complete(messages, schema=answer_prompt.timeline_schema(timecalc.asks_duration(question)), stage=STAGE)
@@ -119,16 +121,16 @@ def ask(
         usage = Usage(last.prompt_tokens // max(1, last.attempts), last.completion_tokens, last.ms) if last else Usage()
     if not failed:
         lines = [m for h in seen for m in h.messages]
-        fixed = answer_fixes.event_day(answer_fixes.uncopied(text, lines), question, ranked)
+        fixed = answer_fixes.uncopied(text, lines)
+        fixed = answer_fixes.resolved_phrase(answer_fixes.event_day(fixed, question, ranked), question, ranked)
         if fixed != text:
             llm.log.repaired(STAGE, f"answer {text[:80]!r} said as {fixed[:80]!r}")
             text = fixed
     answer_ms = (time.perf_counter() - begun) * 1000
-    cited = tuple(_cited(text, [*ranked, *tail]))
+    cited = tuple(cited_episodes(text, [*ranked, *tail]))
     return Answer(question, text, shown, usage, search_ms, answer_ms, cited=cited, failed=failed, abstained=not failed and abstains(text))
 
 
-FOCUS_TURNS = 3  # the best-matching turns, shown again just before the question
 _STEM = 5  # letters two words must share to count as the same ("decided" and "decide")
 
 

@@ -64,7 +64,7 @@ def test_every_earlier_schema_upgrades_in_place_and_loses_no_row(tmp_path, versi
     before = _rows(path)
     db = Database(path, create=False)
     assert db.schema_version() == NEWEST
-    if version >= 3:  # schema 7's backfill: the fact is valid from its episode's end, in conversation time
+    if 3 <= version < 7:  # schema 7's backfill: the fact is valid from its episode's end, in conversation time
         assert db.one("SELECT episode_id, valid_from, valid_until FROM facts") == {"episode_id": 1, "valid_from": "2024-01-01T11:00:00", "valid_until": None}
     db.close()
     assert _rows(path) == before and len(before) == 25 + 1 + 1 + (version >= 3)

@@ -1,0 +1,146 @@
+"""The core context's KV state with the real llama.cpp and the real CLI: saved by ingest, loaded by a fresh `ask`, never used stale."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from tests.integration.conftest import EXAMPLE, run_nemori
+
+pytestmark = pytest.mark.integration
+
+QUESTION = "Who did Priya go climbing with?"
+
+
+@pytest.fixture(scope="module")
+def backend(tmp_path_factory):
+    from nemori_cli.config import load_presets
+    from nemori_cli.llm.llamacpp import LlamaCppBackend
+    from nemori_cli.modelfiles import gguf_path
+
+    preset = load_presets().llms["tiny"]
+    return LlamaCppBackend(gguf_path(preset, tmp_path_factory.mktemp("c")), name="tiny", n_ctx=2048)
+
+
+def _core_messages(text: str):
+    from nemori_cli.prompts import core as core_prompt
+
+    return core_prompt.prefix(text)
+
+
+def test_a_saved_state_answers_exactly_as_reading_the_prefix_again(backend, tmp_path):
+    from nemori_cli.llm.base import StructuredLLM
+    from nemori_cli.retrieval.core import Core
+    from nemori_cli.retrieval.core_cache import CoreCache
+    from nemori_cli.prompts import answer as answer_prompt
+    from nemori_cli.prompts import core as core_prompt
+    from nemori_cli.stages import ANSWER
+
+    text = "The whole conversation, oldest first:\n4 March 2024:\n" + "".join(
+        f'- Priya: "I went climbing with Maya at Granite Works, visit {i}."\n' for i in range(12)
+    )
+    core = Core(text, (), (), True, True, 300)
+    llm = StructuredLLM(backend)
+    question = core_prompt.render(text, QUESTION, [], now=None, arithmetic=[])
+    schema = answer_prompt.timeline_schema(False)
+
+    cache = CoreCache(tmp_path / "db.kv")
+    assert cache.prepare(llm, "u", core).outcome == "built"
+    assert cache.path("u", "tiny").exists()
+    before = backend.tokens_read
+    warm = llm.complete(question, schema=schema, stage=ANSWER).value.answer
+    read_warm = backend.tokens_read - before
+
+    # Another "process": nothing in memory, the state comes from the file.
+    backend.states.snapshots.clear()
+    backend.llama.reset()
+    backend.llama._ctx.kv_cache_clear()
+    assert cache.prepare(llm, "u", core).outcome == "loaded"
+    before = backend.tokens_read
+    loaded = llm.complete(question, schema=schema, stage=ANSWER).value.answer
+    read_loaded = backend.tokens_read - before
+
+    # And with no state at all: the whole prompt read.
+    backend.states.snapshots.clear()
+    backend.states.pinned.clear()
+    backend.llama.reset()
+    backend.llama._ctx.kv_cache_clear()
+    before = backend.tokens_read
+    cold = llm.complete(question, schema=schema, stage=ANSWER).value.answer
+    read_cold = backend.tokens_read - before
+
+    assert warm == loaded == cold
+    assert read_loaded == read_warm < read_cold / 3  # only the question's part is read after a load
+
+
+def test_a_state_of_other_settings_or_bytes_is_rebuilt_never_used(backend, tmp_path):
+    from nemori_cli.llm.base import StructuredLLM
+    from nemori_cli.llm import state_files
+    from nemori_cli.retrieval.core import Core
+    from nemori_cli.retrieval.core_cache import CoreCache
+
+    llm = StructuredLLM(backend)
+    core = Core("Facts known now:\n- (1 May 2024) Ann sails.\n", (), (), True, True, 20)
+    cache = CoreCache(tmp_path / "db.kv")
+    backend.states.snapshots.clear()
+    assert cache.prepare(llm, "u", core).outcome == "built"
+    path = cache.path("u", "tiny")
+
+    # Saved under other settings (another n_ctx): not loaded, built again and saved over it.
+    raw = path.read_bytes()
+    path.write_bytes(raw.replace(b'"n_ctx": 2048', b'"n_ctx": 4096', 1))
+    backend.states.snapshots.clear()
+    assert cache.prepare(llm, "u", core).outcome == "built"
+    assert b'"n_ctx": 2048' in path.read_bytes()
+
+    # The right header over bytes llama.cpp cannot use: refused, built again.
+    header_end = raw.index(b"\n", len(state_files.MAGIC)) + 1
+    tokens = json.loads(raw[len(state_files.MAGIC):header_end])["tokens"]
+    body_start = header_end + 4 * tokens
+    path.write_bytes(raw[:body_start] + b"\x00" * (len(raw) - body_start))
+    backend.states.snapshots.clear()
+    assert cache.prepare(llm, "u", core).outcome == "built"
+    assert path.read_bytes() == raw or len(path.read_bytes()) == len(raw)
+
+
+def test_ingest_saves_the_core_and_a_fresh_ask_loads_it(tmp_path, cache_dir):
+    db = tmp_path / "demo.db"
+    env = {"NEMORI_CACHE_DIR": str(cache_dir)}
+    proc = run_nemori("ingest", str(EXAMPLE), "--db", str(db), "--json", env=env)
+    assert proc.returncode == 0, proc.stderr.decode()
+    report = json.loads(proc.stdout)
+    assert report["core"]["outcome"] == "built" and report["core"]["whole_history"] and report["core"]["saved_bytes"] > 0
+    states = list((tmp_path / "demo.db.kv").glob("*.kv"))
+    assert len(states) == 1
+
+    stamp = states[0].stat().st_mtime_ns
+    proc = run_nemori("ask", QUESTION, "--db", str(db), "--json", env=env)
+    assert proc.returncode == 0, proc.stderr.decode()
+    answer = json.loads(proc.stdout)
+    assert answer["core"]["outcome"] == "loaded"  # read from the file, not computed again
+    assert states[0].stat().st_mtime_ns == stamp
+
+    # The memory changes: the next ask builds a new state, never the old one.
+    more = tmp_path / "more.jsonl"
+    more.write_text(json.dumps({"id": "x1", "speaker": "Priya", "content": "Maya and I went climbing again today.", "timestamp": "2024-05-01T10:00:00"}) + "\n")
+    assert run_nemori("ingest", str(more), "--db", str(db), env=env).returncode == 0
+    proc = run_nemori("ask", QUESTION, "--db", str(db), "--json", env=env)
+    assert json.loads(proc.stdout)["core"]["outcome"] == "loaded"  # ingest saved the new one
+
+    # forget --user removes the saved state with the rest.
+    assert run_nemori("forget", "--user", "default", "--yes", "--db", str(db), env=env).returncode == 0
+    assert not list((tmp_path / "demo.db.kv").glob("*.kv"))
+
+
+def test_a_copy_of_the_database_without_its_states_still_answers(tmp_path, cache_dir):
+    db = tmp_path / "a.db"
+    env = {"NEMORI_CACHE_DIR": str(cache_dir)}
+    assert run_nemori("ingest", str(EXAMPLE), "--db", str(db), env=env).returncode == 0
+    copy = tmp_path / "b.db"
+    shutil.copy(db, copy)
+    proc = run_nemori("ask", QUESTION, "--db", str(copy), "--json", env=env)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert json.loads(proc.stdout)["core"]["outcome"] == "built"  # computed on first use, then saved
+    assert list((tmp_path / "b.db.kv").glob("*.kv"))

@@ -40,7 +40,7 @@ class Core:
     facts: tuple[Hit, ...]
     turns: tuple[Hit, ...]  # one message hit per raw turn, oldest first
     complete: bool  # every message of the user (by ``as_of``) is in it
-    all_facts: bool  # every current fact is in it
+    all_facts: bool  # every current fact about what its turns do not show is in it
     tokens: int  # as counted when it was built
 
     @property
@@ -75,39 +75,25 @@ def _line_cost(hit: Hit, count: Callable[[str], int]) -> int:
 
 
 def current_facts(db: Database, user: str, as_of: datetime | None = None) -> list[Hit]:
-    """The facts valid now (or at ``as_of``), dated by their first source episode, oldest first; none without provenance."""
+    """The facts valid now (or at ``as_of``), oldest first, each spanning its source episodes (start of the first, end of the last); none without provenance."""
     facts = fact_sql.list_all(db, user, as_of=as_of)
     sources = episode_sql.by_ids(db, user, sorted({e for f in facts for e in f.source_episode_ids}))
     hits = []
     for f in facts:
-        times = [sources[e].start for e in f.source_episode_ids if e in sources]
-        if times:
-            hits.append(Hit(kind="fact", id=f.id, score=0.0, title="", text=f.text, start=min(times), end=max(times)))
+        episodes = [sources[e] for e in f.source_episode_ids if e in sources]
+        if episodes:
+            start = min((e.start for e in episodes), key=to_epoch)
+            end = max((e.end for e in episodes), key=to_epoch)
+            hits.append(Hit(kind="fact", id=f.id, score=0.0, title="", text=f.text, start=start, end=end))
     return sorted(hits, key=lambda h: (to_epoch(h.start), h.id))  # offsets differ between inputs: compare instants
 
 
-def build(
-    db: Database, user: str, budget: int, *, count: Callable[[str], int] = estimate_tokens, as_of: datetime | None = None, facts: bool = True
-) -> Core:
-    """The core for ``budget`` tokens, as counted by ``count`` (the answer model's tokenizer when it is at hand); ``facts=False``: raw turns only."""
-    budget = int(budget / COUNT_SLACK)
-    with db.snapshot():  # facts and turns of one committed state
-        facts = current_facts(db, user, as_of) if facts else []
-        fetch = max(1, budget // MIN_LINE_TOKENS)
-        recent = message_sql.recent(db, user, fetch, as_of=as_of)
-    fact_budget = int(budget * FACT_SHARE)
-    kept_facts: list[Hit] = []
-    used = 0
-    for hit in reversed(facts):  # the newest facts first, if not all fit
-        cost = count(core_prompt.fact_lines([hit])[0]) + 1
-        if used + cost > fact_budget:
-            break
-        kept_facts.append(hit)
-        used += cost
-    kept_facts.reverse()
+def _fill_turns(recent: list[Message], budget: int, count: Callable[[str], int]) -> tuple[list[Hit], int]:
+    """The newest turns that fit ``budget``, oldest first, and what they cost."""
     turns: list[Hit] = []
     days: set = set()
-    for m in reversed(recent):  # the newest turns first, until the budget ends
+    used = 0
+    for m in reversed(recent):
         hit = turn_hit(m)
         cost = _line_cost(hit, count) + (0 if m.timestamp.date() in days else 6)  # a new day costs its heading
         if used + cost > budget:
@@ -116,18 +102,58 @@ def build(
         days.add(m.timestamp.date())
         used += cost
     turns.reverse()
+    return turns, used
+
+
+def build(
+    db: Database, user: str, budget: int, *, count: Callable[[str], int] = estimate_tokens, as_of: datetime | None = None, facts: bool = True
+) -> Core:
+    """The core for ``budget`` tokens, as counted by ``count`` (the answer model's tokenizer when it is at hand).
+
+    Raw turns come first: when the whole history fits, it is the core, and no
+    fact is added (a fact distilled from turns on the page adds nothing to
+    them, and a small model's facts carry its errors). Otherwise up to
+    FACT_SHARE of the budget goes to the facts of what the turns no longer
+    show (those whose source episodes all ended before the oldest turn kept),
+    the newest first. ``facts=False``: raw turns only.
+    """
+    budget = int(budget / COUNT_SLACK)
+    with db.snapshot():  # facts and turns of one committed state
+        known = current_facts(db, user, as_of) if facts else []
+        fetch = max(1, budget // MIN_LINE_TOKENS)
+        recent = message_sql.recent(db, user, fetch, as_of=as_of)
+    turns, used = _fill_turns(recent, budget, count)
     complete = len(turns) == len(recent) and len(recent) < fetch
+    kept_facts: list[Hit] = []
+    if not complete and known:
+        costs = {h.id: count(core_prompt.fact_lines([h])[0]) + 1 for h in known}
+        reserve = min(int(budget * FACT_SHARE), sum(costs.values()))
+        turns, used = _fill_turns(recent, budget - reserve, count)
+        oldest = to_epoch(turns[0].start) if turns else float("inf")
+        spent = 0
+        for hit in reversed(known):  # the newest facts of what the turns no longer show
+            if to_epoch(hit.end) >= oldest:
+                continue
+            if spent + costs[hit.id] > reserve:
+                break
+            kept_facts.append(hit)
+            spent += costs[hit.id]
+        kept_facts.reverse()
+        used += spent
+    shown = {h.id for h in kept_facts}
+    older = [h for h in known if to_epoch(h.end) < (to_epoch(turns[0].start) if turns else float("inf"))]
     text = core_prompt.render_core(kept_facts, turns, complete=complete)
-    return Core(text, tuple(kept_facts), tuple(turns), complete, len(kept_facts) == len(facts), used)
+    return Core(text, tuple(kept_facts), tuple(turns), complete, all(h.id in shown for h in older), used)
 
 
 def outside(core: Core, hits: list[Hit]) -> list[Hit]:
-    """What retrieval found that the core does not already show: facts left out of it, turns older than it."""
+    """What retrieval found that the core does not already show: facts of older turns left out of it, turns older than it."""
     shown = core.message_ids
+    oldest = to_epoch(core.turns[0].start) if core.turns else float("inf")
     out = []
     for h in hits:
-        if h.kind == "fact" and h.id in core.fact_ids:
-            continue
+        if h.kind == "fact" and (h.id in core.fact_ids or to_epoch(h.end) >= oldest):
+            continue  # in the core, or distilled from turns it shows
         if h.kind == "message":
             rest = tuple(m for m in h.messages if m.id not in shown)
             if not rest or h.id in shown:

@@ -86,15 +86,31 @@ def _all(db):
     return message_sql.all_messages(db, "u")
 
 
-def test_the_core_shows_current_facts_only(db, llm, backend, embedder):
-    _ingest(db, llm, backend, embedder, _chat(), facts=[["Sam works at Northwind.", "Priya climbs with Maya."]])
+def _old_then_new(db, llm, backend, embedder, facts):
+    old = [
+        IncomingMessage(speaker="Sam", content=f"I work at Northwind now, note {i}.", timestamp=T0 - timedelta(days=30, minutes=-i), source_id=f"o{i}", session="s0")
+        for i in range(3)
+    ]
+    _ingest(db, llm, backend, embedder, old + _chat(40), facts=facts)
+
+
+def test_the_core_shows_the_current_facts_of_what_its_turns_no_longer_show(db, llm, backend, embedder):
+    _old_then_new(db, llm, backend, embedder, [["Sam writes a note.", "Sam works at Northwind now."], ["Priya climbs with Maya."]])
     facts = fact_sql.list_all(db, "u")
-    assert len(facts) == 2
     with db.transaction():
         fact_sql.supersede(db, "u", [facts[0].id], facts[1].id, "test")
-    core = core_memory.build(db, "u", 4000)
-    assert [h.text for h in core.facts] == ["Priya climbs with Maya."]
-    assert "Facts known now:" in core.text and "works at Northwind" not in core.text
+    core = core_memory.build(db, "u", 300)
+    assert not core.complete
+    assert "Sam works at Northwind now." in [h.text for h in core.facts]
+    assert "Facts known now:" in core.text and "writes a note" not in core.text  # the superseded one left out
+    oldest = core.turns[0].start
+    assert all(h.end < oldest for h in core.facts)  # a fact of turns the core shows adds nothing to them
+
+
+def test_a_core_that_holds_the_whole_history_has_no_facts(db, llm, backend, embedder):
+    _old_then_new(db, llm, backend, embedder, [["Sam works at Northwind now."]])
+    core = core_memory.build(db, "u", 8000)
+    assert core.complete and core.facts == () and "Facts known now" not in core.text
 
 
 def test_the_core_of_a_moment_holds_nothing_said_after_it(db, llm, backend, embedder):

@@ -55,8 +55,8 @@ llama-server: install
 # Issue 31's comparison: the cached core (nemori) against reading the whole chat and small-chunk RAG,
 # on two slices that fit the window (sessions 1-5) and two whole conversations (60 questions each,
 # spread over the categories). Hours with `small`; rerun to resume. CORE_SLICES picks some.
-CORE_SLICES ?= conv-26:1-5 conv-30:1-5 conv-26:all conv-30:all
-FIT_SYSTEMS ?= nemori,nemori-budget,full-context,rag-256
+CORE_SLICES ?= conv-26:1-5 conv-30:1-5 conv-30:all conv-26:all
+FIT_SYSTEMS ?= nemori,nemori-budget,full-context
 WHOLE_SYSTEMS ?= nemori,nemori-wide,full-context,rag-256
 bench-core: install
 	for slice in $(CORE_SLICES); do \

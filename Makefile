@@ -57,7 +57,7 @@ llama-server: install
 # spread over the categories). Hours with `small`; rerun to resume. CORE_SLICES picks some.
 CORE_SLICES ?= conv-26:1-5 conv-30:1-5 conv-30:all conv-26:all
 FIT_SYSTEMS ?= nemori,nemori-budget,full-context
-WHOLE_SYSTEMS ?= nemori,nemori-wide,full-context,rag-256
+WHOLE_SYSTEMS ?= nemori,full-context,rag-256,nemori-wide
 bench-core: install
 	for slice in $(CORE_SLICES); do \
 		sample=$${slice%%:*}; sessions=$${slice##*:}; \

@@ -347,6 +347,7 @@ class Memory:
         ``as_of`` answers from memory as it stood then (see `search`), and
         that day is "today" unless ``today`` says otherwise.
         """
+        from nemori_cli.memory.profile import mode_of
         from nemori_cli.retrieval.answer import ask
         from nemori_cli.store import telemetry
 
@@ -356,7 +357,7 @@ class Memory:
         session.check_answer_model()  # an unknown preset is refused before anything loads
         session.db  # then a missing database, before any endpoint is probed
         session.check_answer_endpoint()  # only probed: a dead endpoint fails before the embedder loads
-        if search_options.core and search_options.layout == "timeline":
+        if search_options.core and search_options.layout == "timeline" and mode_of(session.db).reads_core:
             answer, llm = self._ask_core(session, text, search_options, _day(today))
         else:
             embedder, llm = session.embedder, session.answer_llm  # in this order: a wrong embedder is named before a model loads
@@ -393,11 +394,16 @@ class Memory:
     def prepare_core(self):
         """Compute the core context's KV state for the answer model now and save it (`ingest` does at its end; `ask` otherwise does on first use).
 
-        Returns what was done (retrieval/core_cache.Prepared) and the core's size in tokens.
+        Returns what was done (retrieval/core_cache.Prepared) and the core; ("none", None) for
+        a memory that `ask` does not answer from a core (A-MEM's notes).
         """
+        from nemori_cli.memory.profile import mode_of
         from nemori_cli.retrieval import core_answer
+        from nemori_cli.retrieval.core_cache import Prepared
 
         session = self._session("read")
+        if not mode_of(session.db).reads_core:
+            return Prepared("none"), None
         llm = session.answer_llm
         sizes = core_answer.budget_for(deps.answer_window(session.settings, llm))
         core = core_answer.build_core(session.db, self.user, llm, sizes, PROFILES["core"])

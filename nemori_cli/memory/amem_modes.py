@@ -48,6 +48,9 @@ class Amem(MemoryMode):
     makes_episodes = False
     distils_facts = False
     kinds = frozenset({"note"})
+    # Its memory is the notes (their keywords, context and links are what the mode is): a core of the
+    # raw turns would answer around them, as reading the whole chat does. `ask` retrieves notes instead.
+    reads_core = False
 
     def normalise(self, profile: Profile) -> Profile:
         return type(profile)(memory=self.name)  # no episodes, so no episode flag applies

@@ -100,6 +100,9 @@ class MemoryMode:
     makes_episodes = True  # False: one unit of memory per raw message, no episodes at all
     distils_facts = True  # whether --facts/--no-facts applies
     kinds: frozenset[str] = frozenset()  # hit kinds it adds to retrieval besides episodes and raw turns
+    # Whether `ask` answers from the cached core of raw turns and facts (retrieval/core_answer.py)
+    # by default, or from this mode's own retrieval (the budget road).
+    reads_core = True
 
     def normalise(self, profile: Profile) -> Profile:
         """The profile this mode runs with (flags that cannot apply are reset or refused)."""

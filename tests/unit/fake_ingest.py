@@ -38,6 +38,8 @@ def answer(messages, schema) -> dict:
         "Distilled": {"facts": []},
         "Outdated": {"outdated": False},
         "Summary": {"summary": "Ann and Bob talked about several things."},
+        "NoteAttributes": {"keywords": ["ann", "bob"], "context": "Ann and Bob talk.", "tags": ["talk"]},
+        "LinkDecision": {"links": [], "updates": []},
     }[title]
 
 

@@ -357,3 +357,19 @@ def test_pending_of_a_memory_that_never_opened_its_file_is_zero_and_creates_noth
     memory = Memory(tmp_path / "new.db")
     memory._session("create")  # as ingest opens it, before the model loads
     assert memory.pending() == 0 and not (tmp_path / "new.db").exists()
+
+
+def test_an_amem_memory_answers_from_its_notes_not_from_a_core_of_raw_turns(world):
+    """A-MEM's memory is its notes: `ask` retrieves them (the budget road), and no core state is prepared for it."""
+    from nemori_cli import Memory
+
+    tmp_path, asked = world
+    with Memory(tmp_path / "amem.db", memory="amem") as memory:
+        assert memory.ingest(conversation(per_topic=2)).notes == 8
+        prepared, core = memory.prepare_core()
+        assert (prepared.outcome, core) == ("none", None)
+        reply = memory.ask("What did Ann and Bob say about the kayak?", today="2023-06-01")
+        assert reply.answer == "the kayak"
+        assert {h.kind for h in reply.hits} == {"note"}
+        prompt = asked[-1].history[-1][0][-1]["content"]
+        assert "The whole conversation" not in prompt  # no core of raw turns

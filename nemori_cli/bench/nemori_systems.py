@@ -155,6 +155,12 @@ _ABLATIONS = (
     CoreNemoriSystem("nemori-core-nofacts", "nemori without the facts in its core (raw turns only)", options=PROFILES["core"], facts=False),
     CoreNemoriSystem("nemori-core-nofocus", "nemori without the best-matching turns shown again", options=PROFILES["core"], focus=0),
     CoreNemoriSystem("nemori-core-focus1", "nemori with only the best-matching turn shown again", options=PROFILES["core"], focus=1),
+    CoreNemoriSystem(
+        "nemori-core-wholelines",
+        "nemori with the best-matching turns shown again whole, not cut to the words around the question's",
+        options=PROFILES["core"],
+        focus_words=0,
+    ),
     NemoriSystem(
         "nemori-budget",
         "issue 15's road: facts and raw turns (2 either side) in one ranking cut at ~800 tokens, on a dated timeline",

@@ -10,6 +10,8 @@ question may go before the end of the core, or the cache is lost.
 
 from __future__ import annotations
 
+import re
+
 from nemori_cli.domain import Hit
 from nemori_cli.dates import annotate_relative_times, format_date
 from nemori_cli.prompts import timeline
@@ -63,26 +65,65 @@ def prefix(core_text: str) -> list[dict[str, str]]:
 
 
 FOCUS_HEADING = "Lines that best match the question:\n"
+# Words of a best-matching line shown again: the stretch that holds most of the question's words.
+# Every token after the core is read anew for each question, and the whole line is in the core
+# above it, so the repeat needs only the part that matches (docs/CORE.md measures the cut).
+FOCUS_WORDS = 12
+STEM = 5  # letters two words must share to count as the same ("decided" and "decide")
+_WORDISH = re.compile(r"[a-z0-9']+")
+_ANNOTATION = re.compile(r"\[[^\]]*\]")
 
 
-def focus_lines(turns: list[Hit]) -> str:
-    """The best-matching turns again, each with its date: a small model answers from what it read last."""
+def around(text: str, wanted: frozenset[str], width: int = FOCUS_WORDS) -> str:
+    """The ``width`` words of ``text`` holding most words that share a stem with ``wanted`` (and any [date] a relative word got), marked "…" where cut."""
+    # A [7 May 2023] annotation is one word here, so a cut never splits it (NUL is no whitespace to split(); \xa0 is).
+    words = _ANNOTATION.sub(lambda m: m.group(0).replace(" ", "\x00"), text).split()
+    if len(words) <= width:
+        return text
+
+    def matches(word: str) -> bool:
+        return word.startswith("[") or any(w[:STEM] in wanted for w in _WORDISH.findall(word.lower()))
+
+    hits = [i for i, w in enumerate(words) if matches(w)]
+    starts = {min(max(0, i - width // 4), len(words) - width) for i in hits} or {0}
+    start = min(starts, key=lambda s: (-sum(s <= i < s + width for i in hits), s))
+    shown = " ".join(words[start : start + width]).replace("\x00", " ")
+    return ("… " if start else "") + shown + (" …" if start + width < len(words) else "")
+
+
+def focus_lines(turns: list[Hit], wanted: frozenset[str] | None = None, width: int = FOCUS_WORDS) -> str:
+    """The best-matching turns again, each with its date: a small model answers from what it read last.
+
+    With ``wanted`` (the question's word stems), each line is cut to the
+    ``width`` words around them; without, it is shown whole.
+    """
     lines = []
     for hit in turns:
         for m in hit.messages[:1]:
-            lines.append(f'- {format_date(m.timestamp.date())}, {m.speaker}: "{clip(annotate_relative_times(m.content, m.timestamp), timeline.MESSAGE_LIMIT)}"')
+            text = clip(annotate_relative_times(m.content, m.timestamp), timeline.MESSAGE_LIMIT)
+            if wanted is not None and width:
+                text = around(text, wanted, width)
+            lines.append(f'- {format_date(m.timestamp.date())}, {m.speaker}: "{text}"')
     return "\n".join(lines)
 
 
 def render(
-    core_text: str, question: str, tail: list[Hit], *, now: str | None, arithmetic: list[str], focus: list[Hit] = ()
+    core_text: str,
+    question: str,
+    tail: list[Hit],
+    *,
+    now: str | None,
+    arithmetic: list[str],
+    focus: list[Hit] = (),
+    wanted: frozenset[str] | None = None,
+    focus_words: int = FOCUS_WORDS,
 ) -> list[dict[str, str]]:
     """The whole prompt: the core, then what only this question needs."""
     parts = []
     if tail:
         parts.append(TAIL_HEADING + timeline.render(tail))
     if focus:
-        parts.append(FOCUS_HEADING + focus_lines(list(focus)))
+        parts.append(FOCUS_HEADING + focus_lines(list(focus), wanted, focus_words))
     if arithmetic:
         parts.append("Date arithmetic, already worked out:\n" + "\n".join(arithmetic))
     if now:

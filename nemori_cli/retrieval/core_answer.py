@@ -52,6 +52,7 @@ class CoreBudget:
     tail: int = TAIL_TOKENS  # tokens for what retrieval adds beyond it
     facts: bool = True  # the current facts open the core (False: raw turns only; the bench's ablation)
     focus: int = 3  # best-matching turns shown again before the question (0: none)
+    focus_words: int = core_prompt.FOCUS_WORDS  # words of each shown again, around the question's words (0: whole lines)
 
 
 def budget_for(context_window: int, tail: int = TAIL_TOKENS) -> CoreBudget:
@@ -108,7 +109,10 @@ def ask(
     arithmetic = timecalc.when_hint(question, ranked) + arithmetic
     if missing:
         arithmetic.append("No memory mentions " + ", ".join(f'"{w}"' for w in missing) + ".")
-    messages = core_prompt.render(core.text, question, tail, now=today, arithmetic=arithmetic, focus=ranked[: sizes.focus])
+    messages = core_prompt.render(
+        core.text, question, tail, now=today, arithmetic=arithmetic, focus=ranked[: sizes.focus], wanted=frozenset(_stems(question)),
+        focus_words=sizes.focus_words,
+    )
     failed = False
     try:
         completion = llm.complete(messages, schema=answer_prompt.timeline_schema(timecalc.asks_duration(question)), stage=STAGE)
@@ -131,11 +135,8 @@ def ask(
     return Answer(question, text, shown, usage, search_ms, answer_ms, cited=cited, failed=failed, abstained=not failed and abstains(text))
 
 
-_STEM = 5  # letters two words must share to count as the same ("decided" and "decide")
-
-
 def _stems(text: str) -> set[str]:
-    return {w[:_STEM] for w in question_words(text)}
+    return {w[:core_prompt.STEM] for w in question_words(text)}
 
 
 def best_turns(question: str, searched: list[Hit], turns: tuple[Hit, ...]) -> list[Hit]:

@@ -222,6 +222,42 @@ def test_event_day_leaves_other_questions_and_other_days_alone():
     assert answer_fixes.event_day("1 March 2024", "When did Priya go to the gym?", ranked) == "1 March 2024"
 
 
+# -- the best-matching lines shown again ----------------------------------------
+
+LONG = ("We spent the whole weekend at the lake with the kids, and on Sunday morning I finally "
+        "ran a charity race for mental health last Saturday [20 May 2023] which felt great, then we drove home late.")
+
+
+def test_a_long_line_is_cut_to_the_words_around_the_question():
+    wanted = frozenset(w[:core_prompt.STEM] for w in ("charity", "race"))
+    cut = core_prompt.around(LONG, wanted, width=12)
+    assert "charity race" in cut and cut.startswith("… ") and cut.endswith(" …")
+    assert len(cut.replace("…", "").split()) <= 12 + 2  # the annotation is one word of the 12
+    assert "[20 May 2023]" in cut  # a relative word's date is never split
+
+
+def test_an_annotation_is_never_split_at_the_window_edge():
+    wanted = frozenset({"race"})
+    for width in range(3, 20):
+        cut = core_prompt.around(LONG, wanted, width=width)
+        assert cut.count("[") == cut.count("]"), (width, cut)
+
+
+def test_a_short_line_and_a_line_without_the_question_words_keep_their_start():
+    assert core_prompt.around("Nice! Which gym?", frozenset({"gym"}), width=12) == "Nice! Which gym?"
+    plain = LONG.replace(" [20 May 2023]", "")
+    assert core_prompt.around(plain, frozenset({"zebra"}), width=5) == "We spent the whole weekend …"
+    # a line whose only match is a relative word's date is shown around that date
+    assert "[20 May 2023]" in core_prompt.around(LONG, frozenset({"zebra"}), width=5)
+
+
+def test_focus_lines_are_whole_without_the_question_words():
+    m = _msg(1, "Melanie", LONG)
+    hit = Hit(kind="message", id=1, score=1.0, title="Melanie", text=LONG, start=T0, end=T0, messages=(m,))
+    assert "drove home late" in core_prompt.focus_lines([hit])
+    assert "drove home late" not in core_prompt.focus_lines([hit], frozenset({"chari", "race"}), 12)
+
+
 # -- the saved state ------------------------------------------------------------
 
 

@@ -61,6 +61,16 @@ def _outside_quotes(sql: str) -> list[tuple[bool, str]]:
     return pieces
 
 
+def _literal_spans(sql: str) -> list[tuple[int, int]]:
+    """(start, end) of each string literal in ``sql``."""
+    spans, at = [], 0
+    for quoted, piece in _outside_quotes(sql):
+        if quoted:
+            spans.append((at, at + len(piece)))
+        at += len(piece)
+    return spans
+
+
 def _call_args(sql: str, open_at: int) -> tuple[list[str], int]:
     """The top-level arguments of the call whose '(' is at ``open_at``, and the index of its ')'."""
     depth, args, begin = 0, [], open_at + 1
@@ -87,10 +97,11 @@ def _call_args(sql: str, open_at: int) -> tuple[list[str], int]:
 def _rewrite_calls(sql: str, name: str, rewrite) -> str:
     """Each call ``name(...)`` replaced by ``rewrite(args)`` (or left when it returns None), innermost last."""
     pattern = re.compile(rf"\b{name}\s*\(", re.IGNORECASE)
+    quoted = _literal_spans(sql)
     out, pos = [], 0
     for m in pattern.finditer(sql):
-        if m.start() < pos:
-            continue
+        if m.start() < pos or any(a <= m.start() < b for a, b in quoted):
+            continue  # already rewritten as part of an outer call, or text inside a string literal
         args, close = _call_args(sql, m.end() - 1)
         args = [_rewrite_calls(a, name, rewrite) for a in args]
         new = rewrite(args)

@@ -53,6 +53,13 @@ def test_scalar_min_max_sum_of_comparisons_round_and_json_each():
     )
 
 
+def test_a_call_written_inside_a_string_literal_is_text_not_a_call():
+    assert sql("SELECT 'max(a,b)' AS t WHERE x = ?") == "SELECT 'max(a,b)' AS t WHERE x = %s"
+    assert sql("SELECT 'sum(a = b)', max(a, b) FROM t") == "SELECT 'sum(a = b)', greatest(a, b) FROM t"
+    assert sql("SELECT min(a, 'round(x, 2)') FROM t WHERE c = ?") == "SELECT least(a, 'round(x, 2)') FROM t WHERE c = %s"
+    assert sql("SELECT 'it''s max(a,b)' WHERE x = ?") == "SELECT 'it''s max(a,b)' WHERE x = %s"
+
+
 def test_both_engines_number_the_same_migrations():
     """An export names its schema by number: a number must mean the same tables on either engine."""
     assert [(n, name) for n, name, _ in pg_migrations.MIGRATIONS] == [(n, name) for n, name, _ in migrations.MIGRATIONS]

@@ -74,6 +74,8 @@ def tidy(answer: str) -> str:
         pos = m.end()
     out.append(answer[pos:])
     text = _BRACKETED.sub(lambda m: " " + m.group(1), "".join(out)).strip()
+    # The "…" that marks where a line shown again was cut (prompts/core.around) is not part of an answer.
+    text = text.strip("… ").strip() or text
     return _first_sentence(text)
 
 

@@ -231,6 +231,8 @@ def test_a_when_question_is_told_the_date_of_its_best_turn_and_what_its_relative
         ("Yes. She did", "Yes. She did"),  # one word is no sentence to stop at
         ("2.5 km", "2.5 km"),
         ("on [7 May 2023]", "on 7 May 2023"),
+        ("… can expand her store …", "can expand her store"),  # a cut line's marks are no part of an answer
+        ("…", "…"),
     ],
 )
 def test_an_answer_keeps_its_first_sentence_and_the_date_a_copied_relative_time_meant(said, kept):

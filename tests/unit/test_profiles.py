@@ -106,6 +106,19 @@ def test_the_cli_offers_exactly_the_memory_modes():
     assert tuple(f.value for f in MemoryFlag) == modes.NAMES
 
 
+def test_the_api_and_the_memory_help_name_exactly_the_memory_modes():
+    """A new mode is named in api.MemoryName and in --memory's help too (they are written out for an instant import)."""
+    import typing
+
+    from nemori_cli.api import MemoryName
+    from nemori_cli.cli.ingest import MemoryOpt
+    from nemori_cli.memory import modes
+
+    assert typing.get_args(MemoryName) == modes.NAMES
+    help_text = typing.get_args(MemoryOpt)[1].help
+    assert all(name in help_text for name in modes.NAMES), help_text
+
+
 def test_a_new_database_takes_the_presets_partition_and_keeps_it(db):
     import json
 

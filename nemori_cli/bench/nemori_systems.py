@@ -156,10 +156,10 @@ _ABLATIONS = (
     CoreNemoriSystem("nemori-core-nofocus", "nemori without the best-matching turns shown again", options=PROFILES["core"], focus=0),
     CoreNemoriSystem("nemori-core-focus1", "nemori with only the best-matching turn shown again", options=PROFILES["core"], focus=1),
     CoreNemoriSystem(
-        "nemori-core-wholelines",
-        "nemori with the best-matching turns shown again whole, not cut to the words around the question's",
+        "nemori-core-cut12",
+        "nemori with each best-matching turn shown again cut to the 12 words around the question's",
         options=PROFILES["core"],
-        focus_words=0,
+        focus_words=12,
     ),
     NemoriSystem(
         "nemori-budget",

@@ -65,9 +65,9 @@ def prefix(core_text: str) -> list[dict[str, str]]:
 
 
 FOCUS_HEADING = "Lines that best match the question:\n"
-# Words of a best-matching line shown again: the stretch that holds most of the question's words.
-# Every token after the core is read anew for each question, and the whole line is in the core
-# above it, so the repeat needs only the part that matches (docs/CORE.md measures the cut).
+# Words of a best-matching line shown again when it is cut (CoreBudget.focus_words): the stretch that
+# holds most of the question's words. Every token after the core is read anew for each question, and
+# the whole line is in the core above it; docs/CORE.md measures what the cut saves and costs.
 FOCUS_WORDS = 12
 STEM = 5  # letters two words must share to count as the same ("decided" and "decide")
 _WORDISH = re.compile(r"[a-z0-9']+")
@@ -116,7 +116,7 @@ def render(
     arithmetic: list[str],
     focus: list[Hit] = (),
     wanted: frozenset[str] | None = None,
-    focus_words: int = FOCUS_WORDS,
+    focus_words: int = 0,
 ) -> list[dict[str, str]]:
     """The whole prompt: the core, then what only this question needs."""
     parts = []

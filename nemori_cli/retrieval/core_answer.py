@@ -52,7 +52,10 @@ class CoreBudget:
     tail: int = TAIL_TOKENS  # tokens for what retrieval adds beyond it
     facts: bool = True  # the current facts open the core (False: raw turns only; the bench's ablation)
     focus: int = 3  # best-matching turns shown again before the question (0: none)
-    focus_words: int = core_prompt.FOCUS_WORDS  # words of each shown again, around the question's words (0: whole lines)
+    # Words of each shown again, around the question's words; 0: whole lines, the default. Cut to 12
+    # (the bench's nemori-core-cut12) they read ~70 fewer tokens per answer but scored lower on 3 of
+    # 4 LoCoMo slices (docs/CORE.md).
+    focus_words: int = 0
 
 
 def budget_for(context_window: int, tail: int = TAIL_TOKENS) -> CoreBudget:

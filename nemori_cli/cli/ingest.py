@@ -299,7 +299,7 @@ def _prepare_core(memory, report) -> dict | None:
     if prepared.outcome == "none":
         return None
     return {"tokens": prepared.tokens, "seconds": round(prepared.ms / 1000, 2), "saved_bytes": prepared.saved_bytes, "outcome": prepared.outcome,
-            "whole_history": core.complete}
+            "read": prepared.read, "whole_history": core.complete}
 
 
 # A run in which most LLM calls gave no usable answer still built its memory,
@@ -344,8 +344,9 @@ def _print_report(report, source: str | None, json_out: bool, max_tokens: int | 
     console().print(f"{read}{made} ({report.seconds:.1f} s); {report.pending} messages pending")
     if core:
         held = "the whole history" if core["whole_history"] else "the most recent part of the history"
+        how = f"{core['read']} new tokens read" if core["outcome"] == "extended" else "read"
         console().print(
-            f"[dim]core context: {core['tokens']} tokens ({held}), read in {core['seconds']:.1f} s and saved "
+            f"[dim]core context: {core['tokens']} tokens ({held}), {how} in {core['seconds']:.1f} s and saved "
             f"({core['saved_bytes'] / 2**20:.0f} MB) for `ask`[/dim]"
         )
 

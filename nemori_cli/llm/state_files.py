@@ -44,14 +44,19 @@ def save(path: Path, snapshot: Snapshot, identity: dict, digest: str) -> int:
     return path.stat().st_size
 
 
-def load(path: Path, key: str, identity: dict, digest: str) -> Snapshot | None:
-    """The snapshot saved for exactly this identity and digest (given ``key``, the prompt text it stands for), else None."""
+def load(path: Path, key: str, identity: dict, digest: str | None) -> Snapshot | None:
+    """The snapshot saved for exactly this identity and digest (given ``key``, the prompt text it stands for), else None.
+
+    ``digest=None`` takes the state of whatever prefix was saved under this
+    identity: only for a caller that keeps no more of it than the tokens it
+    shares with its own prompt (an older core that a grown one extends).
+    """
     try:
         with open(path, "rb") as f:
             if f.readline() != MAGIC:
                 return None
             header = json.loads(f.readline())
-            if header.get("identity") != identity or header.get("digest") != digest:
+            if header.get("identity") != identity or (digest is not None and header.get("digest") != digest):
                 return None
             n, size = int(header["tokens"]), int(header["state_bytes"])
             raw = f.read(4 * n)

@@ -32,6 +32,12 @@ from nemori_cli.store.db import Database
 FACT_SHARE = 0.25  # at most this share of the core's budget goes to facts; the rest to raw turns
 MIN_LINE_TOKENS = 6  # the least a timeline line costs: how many turns to read for a budget
 COUNT_SLACK = 1.02  # lines are counted one by one; their sum can differ a little from the joined text's
+# A core that no longer holds the whole history starts at a turn whose place in the history is a
+# multiple of a step, not at the oldest turn that would fit: new turns then extend the same core
+# (its saved KV state is extended, not read again) until the step is crossed. The step is this share
+# of the budget, at TURN_TOKENS a turn (a guess: it must depend on the budget alone to be stable).
+SLIDE_SHARE = 0.25
+TURN_TOKENS = 40
 
 
 @dataclass(frozen=True)
@@ -118,32 +124,52 @@ def build(
     the newest first. ``facts=False``: raw turns only.
     """
     budget = int(budget / COUNT_SLACK)
-    with db.snapshot():  # facts and turns of one committed state
+    with db.snapshot():  # facts, turns and their places of one committed state
         known = current_facts(db, user, as_of) if facts else []
         fetch = max(1, budget // MIN_LINE_TOKENS)
         recent = message_sql.recent(db, user, fetch, as_of=as_of)
-    turns, used = _fill_turns(recent, budget, count)
-    complete = len(turns) == len(recent) and len(recent) < fetch
-    kept_facts: list[Hit] = []
-    if not complete and known:
-        costs = {h.id: count(core_prompt.fact_lines([h])[0]) + 1 for h in known}
-        reserve = min(int(budget * FACT_SHARE), sum(costs.values()))
-        turns, used = _fill_turns(recent, budget - reserve, count)
-        oldest = to_epoch(turns[0].start) if turns else float("inf")
-        spent = 0
-        for hit in reversed(known):  # the newest facts of what the turns no longer show
-            if to_epoch(hit.end) >= oldest:
-                continue
-            if spent + costs[hit.id] > reserve:
-                break
-            kept_facts.append(hit)
-            spent += costs[hit.id]
-        kept_facts.reverse()
-        used += spent
+        turns, used = _fill_turns(recent, budget, count)
+        complete = len(turns) == len(recent) and len(recent) < fetch
+        kept_facts: list[Hit] = []
+        reserve = 0
+        costs: dict[int, int] = {}
+        if not complete and known:
+            costs = {h.id: count(core_prompt.fact_lines([h])[0]) + 1 for h in known}
+            reserve = min(int(budget * FACT_SHARE), sum(costs.values()))
+            turns, used = _fill_turns(recent, budget - reserve, count)
+        if not complete and turns:
+            turns, used = _aligned(db, user, turns, used, step(budget), count)
+        if not complete and known:
+            oldest = to_epoch(turns[0].start) if turns else float("inf")
+            spent = 0
+            for hit in reversed(known):  # the newest facts of what the turns no longer show
+                if to_epoch(hit.end) >= oldest:
+                    continue
+                if spent + costs[hit.id] > reserve:
+                    break
+                kept_facts.append(hit)
+                spent += costs[hit.id]
+            kept_facts.reverse()
+            used += spent
     shown = {h.id for h in kept_facts}
     older = [h for h in known if to_epoch(h.end) < (to_epoch(turns[0].start) if turns else float("inf"))]
     text = core_prompt.render_core(kept_facts, turns, complete=complete)
     return Core(text, tuple(kept_facts), tuple(turns), complete, all(h.id in shown for h in older), used)
+
+
+def step(budget: int) -> int:
+    """Turns between the places a core may start at, for ``budget`` tokens."""
+    return max(1, round(budget * SLIDE_SHARE / TURN_TOKENS))
+
+
+def _aligned(db: Database, user: str, turns: list[Hit], used: int, every: int, count: Callable[[str], int]) -> tuple[list[Hit], int]:
+    """``turns`` from the first whose place in the history is a multiple of ``every``, and what they cost."""
+    first = message_sql.place(db, user, turns[0].messages[0])
+    drop = -first % every
+    if drop == 0 or drop >= len(turns):
+        return turns, used
+    kept = turns[drop:]
+    return kept, sum(_line_cost(h, count) for h in kept) + 6 * len({h.start.date() for h in kept})
 
 
 def outside(core: Core, hits: list[Hit]) -> list[Hit]:

@@ -26,12 +26,19 @@ from nemori_cli.retrieval.core import Core
 
 @dataclass(frozen=True)
 class Prepared:
-    """How the model came to hold the core: live (already), loaded (from its file), built (read now), none (no KV reuse here)."""
+    """How the model came to hold the core: live (already), loaded (from its file), extended (an older core's
+    state from its file, then only the tokens it lacked read), built (read now), none (no KV reuse here)."""
 
     outcome: str
     tokens: int = 0
     ms: float = 0.0
     saved_bytes: int = 0
+    read: int = 0  # tokens read now (extended: only those the older core lacked)
+
+
+# The key under which an older core's state, loaded to be extended, is held: it names no prompt, so no
+# question's prompt is ever matched against it; prefill keeps only the tokens it shares with the new core.
+_OLDER = "\x00older-core"
 
 
 def _name(text: str, n: int) -> str:
@@ -60,6 +67,7 @@ class CoreCache:
             return self.last
         path = self.path(user, backend.model_id)
         identity = backend.state_identity()
+        older = None
         if path is not None and path.exists():
             snapshot = state_files.load(path, key, identity, core.digest)
             if snapshot is not None:
@@ -69,16 +77,38 @@ class CoreCache:
                     return self.last
                 except Exception:  # llama.cpp refused the bytes: the file is no good, read the core again
                     path.unlink(missing_ok=True)
-        snapshot = backend.prefill(core.prefix)
+            else:
+                older = self._adopt_older(backend, path, identity)
+        read_before = backend.tokens_read
+        try:
+            snapshot = backend.prefill(core.prefix)  # reads only what the held state does not share with the core
+        finally:
+            backend.states.snapshots.pop(_OLDER, None)
         ms = (time.perf_counter() - started) * 1000
+        read = backend.tokens_read - read_before
         saved = 0
         if snapshot is not None and path is not None:
             try:
                 saved = state_files.save(path, snapshot, identity, core.digest)
             except OSError:
                 saved = 0  # a folder that cannot be written: the next process reads the core again
-        self.last = Prepared("built", len(snapshot.tokens) if snapshot is not None else 0, ms, saved)
+        held = len(snapshot.tokens) if snapshot is not None else 0
+        # "extended" when most of the old state served (a new core that shares only the system message is "built")
+        self.last = Prepared("extended" if older is not None and read * 2 < held else "built", held, ms, saved, read)
         return self.last
+
+    @staticmethod
+    def _adopt_older(backend, path: Path, identity: dict):
+        """The state of the core saved before this one (same model and settings), made live so that a core that
+        grew from it reads only its new turns; None when there is none, or llama.cpp refuses it."""
+        older = state_files.load(path, _OLDER, identity, None)
+        if older is None:
+            return None
+        try:
+            backend.adopt_prefix(older)
+        except Exception:
+            return None
+        return older
 
     def forget(self, user: str) -> int:
         """Remove every saved state of ``user`` (any model); returns how many files went."""

@@ -130,6 +130,15 @@ def recent(db: Database, user: str, limit: int, *, as_of: datetime | None = None
     return [row_to_message(r) for r in reversed(rows)]
 
 
+def place(db: Database, user: str, m: Message) -> int:
+    """How many of the user's messages come before ``m`` in time order (time, then id): its place in the history."""
+    at = to_epoch(m.timestamp)
+    row = db.one(
+        "SELECT count(*) AS n FROM messages WHERE user_id = ? AND (ts_epoch < ? OR (ts_epoch = ? AND id < ?))", (user, at, at, m.id)
+    )
+    return int(row["n"]) if row else 0
+
+
 def of_episodes(db: Database, user: str, episode_ids: list[int]) -> dict[int, list[Message]]:
     """Raw messages of several episodes, each list in time order."""
     if not episode_ids:

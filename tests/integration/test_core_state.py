@@ -75,6 +75,51 @@ def test_a_saved_state_answers_exactly_as_reading_the_prefix_again(backend, tmp_
     assert read_loaded == read_warm < read_cold / 3  # only the question's part is read after a load
 
 
+def test_a_grown_core_extends_the_saved_state_of_the_old_one_and_answers_as_if_read_whole(backend, tmp_path):
+    from nemori_cli.llm.base import StructuredLLM
+    from nemori_cli.retrieval.core import Core
+    from nemori_cli.retrieval.core_cache import CoreCache
+    from nemori_cli.prompts import answer as answer_prompt
+    from nemori_cli.prompts import core as core_prompt
+    from nemori_cli.stages import ANSWER
+
+    def fresh_process():
+        backend.states.snapshots.clear()
+        backend.states.pinned.clear()
+        backend.llama.reset()
+        backend.llama._ctx.kv_cache_clear()
+
+    head = "The whole conversation, oldest first:\n4 March 2024:\n" + "".join(
+        f'- Priya: "I went climbing with Maya at Granite Works, visit {i}."\n' for i in range(12)
+    )
+    grown = head + "5 March 2024:\n" + "".join(f'- Sam: "I moved to Lisbon, day {i}."\n' for i in range(3))
+    llm = StructuredLLM(backend)
+    cache = CoreCache(tmp_path / "db.kv")
+    fresh_process()
+    assert cache.prepare(llm, "u", Core(head, (), (), True, True, 300)).outcome == "built"
+
+    fresh_process()
+    prepared = cache.prepare(llm, "u", Core(grown, (), (), True, True, 360))
+    assert prepared.outcome == "extended" and 0 < prepared.read < prepared.tokens / 3, prepared
+    question = core_prompt.render(grown, QUESTION, [], now=None, arithmetic=[])
+    schema = answer_prompt.timeline_schema(False)
+    extended = llm.complete(question, schema=schema, stage=ANSWER).value.answer
+
+    fresh_process()
+    assert cache.prepare(llm, "u", Core(grown, (), (), True, True, 360)).outcome == "loaded"  # the grown state was saved
+    fresh_process()
+    (tmp_path / "db.kv").joinpath(cache.path("u", "tiny").name).unlink()
+    cold = llm.complete(question, schema=schema, stage=ANSWER).value.answer
+    assert extended == cold
+
+    # A core that shares only the system message with the saved one is read (almost) whole: built, not extended.
+    fresh_process()
+    cache.prepare(llm, "u", Core(head, (), (), True, True, 300))
+    fresh_process()
+    other = cache.prepare(llm, "u", Core("Facts known now:\n- (1 May 2024) Ann sails.\n", (), (), True, True, 20))
+    assert other.outcome == "built" and other.read > 0
+
+
 def test_a_state_of_other_settings_or_bytes_is_rebuilt_never_used(backend, tmp_path):
     from nemori_cli.llm.base import StructuredLLM
     from nemori_cli.llm import state_files
@@ -125,7 +170,11 @@ def test_ingest_saves_the_core_and_a_fresh_ask_loads_it(tmp_path, cache_dir):
     # The memory changes: the next ask builds a new state, never the old one.
     more = tmp_path / "more.jsonl"
     more.write_text(json.dumps({"id": "x1", "speaker": "Priya", "content": "Maya and I went climbing again today.", "timestamp": "2024-05-01T10:00:00"}) + "\n")
-    assert run_nemori("ingest", str(more), "--db", str(db), env=env).returncode == 0
+    proc = run_nemori("ingest", str(more), "--db", str(db), "--json", env=env)
+    assert proc.returncode == 0, proc.stderr.decode()
+    grown = json.loads(proc.stdout)["core"]
+    # the old core's saved state is extended by the new turn alone, not read again
+    assert grown["outcome"] == "extended" and 0 < grown["read"] < grown["tokens"] / 4, grown
     proc = run_nemori("ask", QUESTION, "--db", str(db), "--json", env=env)
     assert json.loads(proc.stdout)["core"]["outcome"] == "loaded"  # ingest saved the new one
 

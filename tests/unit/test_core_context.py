@@ -80,6 +80,35 @@ def test_a_small_budget_keeps_the_newest_turns_and_says_it_is_not_the_whole(db, 
     assert "The most recent part of the conversation" in core.text
 
 
+def test_a_core_beyond_the_window_starts_at_a_step_and_grows_at_its_end(db, llm, backend, embedder):
+    """New turns extend the same core (its saved state is extended, not read again) until the start moves a whole step."""
+    from nemori_cli.store import messages as message_sql
+
+    budget = 700
+    every = core_memory.step(int(budget / core_memory.COUNT_SLACK))
+    assert every > 1
+    _ingest(db, llm, backend, embedder, _chat(120))
+    previous = core_memory.build(db, "u", budget)
+    assert not previous.complete
+    extended = moved = 0
+    for i in range(3 * every):
+        with db.transaction():
+            message_sql.insert_messages(db, "u", [IncomingMessage(
+                speaker="Sam", content=f"One more line, number {i}.", timestamp=T0 + timedelta(hours=3, minutes=i), source_id=f"n{i}", session="s2")])
+        core = core_memory.build(db, "u", budget)
+        ids = [m.id for m in _all(db)]
+        first = ids.index(core.turns[0].id)
+        assert first % every == 0 and [h.id for h in core.turns] == ids[first:]  # a step's start, then every newer turn
+        if core.turns[0].id == previous.turns[0].id:
+            assert core.text.startswith(previous.text)  # the old core's text, then the new line
+            extended += 1
+        else:
+            assert ids.index(core.turns[0].id) - ids.index(previous.turns[0].id) == every  # moved by one whole step
+            moved += 1
+        previous = core
+    assert moved >= 1 and extended >= 2 * every - 2
+
+
 def _all(db):
     from nemori_cli.store import messages as message_sql
 

@@ -146,6 +146,9 @@ def test_the_quantised_scan_reads_vec0_storage_as_sqlite_vec_writes_it(tmp_path,
     _fill(db, {"u": vectors, "v": _clustered(700, seed=9)})
     q = _clustered(1, seed=6)[0]
     direct = db.vector_search("episode_vec", "u", q, 10)
+    # Loud, not a silent fallback: the scan reads vec0's private shadow tables (store/db.py), so a
+    # sqlite-vec that lays them out otherwise must fail here before the pin in pyproject.toml moves.
+    assert db._bit_layout == {"episode_vec_bits": True}, "sqlite-vec's vec0 storage layout changed: see Database._quantised_search"
     db._bit_layout = {"episode_vec_bits": False}  # as for a sqlite-vec whose storage differs
     through_knn = db.vector_search("episode_vec", "u", q, 10)
     assert [i for i, _ in direct] == [i for i, _ in through_knn]

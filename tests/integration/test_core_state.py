@@ -116,7 +116,8 @@ def test_a_grown_core_extends_the_saved_state_of_the_old_one_and_answers_as_if_r
     fresh_process()
     cache.prepare(llm, "u", Core(head, (), (), True, True, 300))
     fresh_process()
-    other = cache.prepare(llm, "u", Core("Facts known now:\n- (1 May 2024) Ann sails.\n", (), (), True, True, 20))
+    facts = "Facts known now:\n" + "".join(f"- (1 May 2024) Ann sails boat number {i} to Malta.\n" for i in range(30))
+    other = cache.prepare(llm, "u", Core(facts, (), (), True, True, 400))
     assert other.outcome == "built" and other.read > 0
 
 

@@ -32,6 +32,7 @@ from nemori_cli.store.db import Database
 FACT_SHARE = 0.25  # at most this share of the core's budget goes to facts; the rest to raw turns
 MIN_LINE_TOKENS = 6  # the least a timeline line costs: how many turns to read for a budget
 COUNT_SLACK = 1.02  # lines are counted one by one; their sum can differ a little from the joined text's
+DAY_HEADING_TOKENS = 6  # what a day's date heading costs on the timeline
 # A core that no longer holds the whole history starts at a turn whose place in the history is a
 # multiple of a step, not at the oldest turn that would fit: new turns then extend the same core
 # (its saved KV state is extended, not read again) until the step is crossed. The step is this share
@@ -101,7 +102,7 @@ def _fill_turns(recent: list[Message], budget: int, count: Callable[[str], int])
     used = 0
     for m in reversed(recent):
         hit = turn_hit(m)
-        cost = _line_cost(hit, count) + (0 if m.timestamp.date() in days else 6)  # a new day costs its heading
+        cost = _line_cost(hit, count) + (0 if m.timestamp.date() in days else DAY_HEADING_TOKENS)
         if used + cost > budget:
             break
         turns.append(hit)
@@ -169,7 +170,7 @@ def _aligned(db: Database, user: str, turns: list[Hit], used: int, every: int, c
     if drop == 0 or drop >= len(turns):
         return turns, used
     kept = turns[drop:]
-    return kept, sum(_line_cost(h, count) for h in kept) + 6 * len({h.start.date() for h in kept})
+    return kept, sum(_line_cost(h, count) for h in kept) + DAY_HEADING_TOKENS * len({h.start.date() for h in kept})
 
 
 def outside(core: Core, hits: list[Hit]) -> list[Hit]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import io
 import json
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import date, datetime
@@ -30,6 +31,7 @@ from nemori_cli.domain import Answer, Episode, Fact, Hit, IncomingMessage, Note
 from nemori_cli.errors import ConfigError, InputError, StoreError
 from nemori_cli.importers.collect import Imported
 from nemori_cli.importers.selection import Selection, choose
+from nemori_cli.pipeline.built import BuildState
 from nemori_cli.pipeline.runner import IngestReport, Progress
 from nemori_cli.retrieval.search import DEFAULT_PROFILE, PROFILES, SearchOptions
 
@@ -202,8 +204,13 @@ class Memory:
         max_tokens: int | None = None,
         progress: Progress | None = None,
         on_stored: Callable[[tuple[str, ...]], None] | None = None,
+        build: bool = True,
     ) -> IngestResult:
         """Store messages, then make episodes and facts of them (resumable, idempotent by message id).
+
+        With ``build=False`` the messages are only stored and indexed, with
+        no model loaded: they are searchable and answerable as raw turns at
+        once, and `build` (or a later ingest) makes their memory.
 
         A message is a mapping with ``speaker`` (or ``role``), ``content`` (or
         ``text``), ``timestamp`` (ISO 8601 text or a datetime) and optional
@@ -223,28 +230,74 @@ class Memory:
         _check_budget(max_tokens)
         check_workers(self.settings)
         session = self._session("create")
+        if not build:
+            return self._store_only(session, incoming, namespace, on_stored)
         session.llm  # a missing model or a dead endpoint fails here, before any write
         pipeline = self._pipeline(session)
         added = pipeline.add_messages(incoming, namespace)
+        changed = self._changed(session, incoming, namespace, on_stored)
+        report = pipeline.process(flush=flush, progress=progress, max_tokens=max_tokens, workers=self.settings.workers)
+        report.read, report.added, report.changed = len(incoming), added, len(changed)
+        return IngestResult.of(report, changed)
+
+    def _store_only(self, session: deps.Session, incoming: list[IncomingMessage], namespace: str, on_stored) -> IngestResult:
+        """`ingest(build=False)`: stored and indexed, searchable now; the memory is built later."""
+        import time
+
+        from nemori_cli.pipeline.runner import store_messages
+
+        started = time.perf_counter()
+        profile = self._profile(session)
+        added = store_messages(session.db, self.user, profile, session.embedder, incoming, namespace)
+        changed = self._changed(session, incoming, namespace, on_stored)
+        pending = profile.mode.backlog(session.db, self.user).messages
+        report = IngestReport(read=len(incoming), added=added, changed=len(changed), pending=pending, seconds=time.perf_counter() - started)
+        return IngestResult.of(report, changed)
+
+    def _changed(self, session: deps.Session, incoming: list[IncomingMessage], namespace: str, on_stored) -> tuple[str, ...]:
+        """The ids of messages kept as stored though given with other text; said to ``on_stored`` before any episode is made."""
         from nemori_cli.store.messages import changed_keys
 
         changed = tuple(key.removeprefix(f"id:{namespace}") for key in changed_keys(session.db, self.user, incoming, namespace))
         if on_stored is not None:
             on_stored(changed)
-        report = pipeline.process(flush=flush, progress=progress, max_tokens=max_tokens, workers=self.settings.workers)
-        report.read, report.added, report.changed = len(incoming), added, len(changed)
-        return IngestResult.of(report, changed)
+        return changed
 
-    def flush(self, *, max_tokens: int | None = None, progress: Progress | None = None) -> IngestResult:
-        """Make episodes of every pending message now, with the database's recorded method (also resumes an interrupted ingest)."""
+    def build(self, *, max_tokens: int | None = None, progress: Progress | None = None, stop: threading.Event | None = None) -> IngestResult:
+        """Make the memory of every pending message now, oldest first, with the database's recorded method.
+
+        Resumes an interrupted ingest or build, and builds what `ingest(build=False)`
+        stored. ``stop``, set from another thread (or a signal handler), ends the
+        run after the unit of work in hand; the rest stays pending.
+        """
         _check_budget(max_tokens)
         check_workers(self.settings)
-        session = self._session("write")  # flushing never creates a database
+        session = self._session("write")  # building never creates a database
         if self.pending() == 0:
             return IngestResult.of(IngestReport())
         session.llm  # the model first, then the embedder, as ingest loads them
-        report = self._pipeline(session).process(flush=True, progress=progress, max_tokens=max_tokens, workers=self.settings.workers)
+        pipeline = self._pipeline(session)
+        if stop is not None:
+            pipeline.cancel = stop
+        report = pipeline.process(flush=True, progress=progress, max_tokens=max_tokens, workers=self.settings.workers)
         return IngestResult.of(report)
+
+    def flush(self, *, max_tokens: int | None = None, progress: Progress | None = None) -> IngestResult:
+        """`build`, by its older name."""
+        return self.build(max_tokens=max_tokens, progress=progress)
+
+    def build_state(self, *, eta: bool = True) -> BuildState:
+        """How much of this memory is built: pending messages, built through when, the time the rest needs, a running build."""
+        from nemori_cli.memory.profile import resolve
+        from nemori_cli.pipeline import built, lock
+
+        holder = lock.BuildLock(lock.path_for(self.settings)).holder()
+        if not deps.store_exists(self.settings):
+            return BuildState(0, None, None, worker_pid=holder.pid if holder else None)
+        db = self._session("read").db
+        profile = resolve(db, {})
+        rates = deps.build_rates(self.settings, db) if eta else None
+        return built.state(db, self.user, profile, window=self.window, rates=rates, worker_pid=holder.pid if holder else None)
 
     def load_model(self, *, create: bool = True) -> None:
         """Load the model that builds memory now (a missing model or a dead endpoint fails here, before any write).
@@ -264,12 +317,15 @@ class Memory:
         db = self._session("read").db
         return resolve(db, {}).mode.backlog(db, self.user).messages
 
-    def _pipeline(self, session: deps.Session):
-        from nemori_cli.memory.amem import AmemSettings
+    def _profile(self, session: deps.Session):
         from nemori_cli.memory.profile import resolve
 
-        profile = resolve(session.db, self.method, new=deps.new_memory_defaults(self.settings))
-        return session.pipeline(profile, window=self.window, notes=AmemSettings(neighbours=self.neighbours))
+        return resolve(session.db, self.method, new=deps.new_memory_defaults(self.settings))
+
+    def _pipeline(self, session: deps.Session):
+        from nemori_cli.memory.amem import AmemSettings
+
+        return session.pipeline(self._profile(session), window=self.window, notes=AmemSettings(neighbours=self.neighbours))
 
     def forget(self, kind: ForgetKind | Literal["user"], item_id: int | None = None) -> dict[str, int]:
         """Delete one episode, fact or note for good (``forget("fact", 3)``), or everything of this user (``forget("user")``).

@@ -45,6 +45,14 @@ def llm_preset(settings: Settings) -> LLMPreset:
     return resolve_llm(load_presets(), settings.model)
 
 
+def build_rates(settings: Settings, db: Database | None):
+    """The best-known rates of the model that builds memory (rates.best), for estimates; nothing is loaded."""
+    from nemori_cli import rates
+
+    preset = llm_preset(settings)
+    return rates.best(db, settings.user, rates.model_id(preset), preset.name, cache_dir=settings.cache_dir)
+
+
 def build_backend(preset: LLMPreset, settings: Settings) -> ChatBackend:
     if preset.name in _backends:
         backend = _backends[preset.name]

@@ -59,3 +59,10 @@ AMEM_STAGES: dict[str, StageCost] = {
     "note": StageCost(92, 18_878, 4_383, round(215.1 * _AMEM_MACHINE, 1)),
     "linking": StageCost(91, 51_396, 1_756, round(386.4 * _AMEM_MACHINE, 1)),
 }
+
+
+# Storing and indexing an export with `ingest --build later` (no model loaded): a fixed start (imports, the
+# embedder loaded, the input read) and a rate per new message, embedding included. Measured on the generated
+# 200-conversation ChatGPT export with the default embedder; docs/PERFORMANCE.md, "Searchable first".
+STORE_START_SECONDS = 12.0
+STORE_MESSAGES_PER_SECOND = 60.0

@@ -11,7 +11,7 @@ import sys
 import typer
 
 from nemori_cli import __version__
-from nemori_cli.cli import bench_cmd, doctor_cmd, export_cmd, forget_cmd, ingest, inspect_cmd, mcp_cmd, models_cmd, query
+from nemori_cli.cli import bench_cmd, build_cmd, doctor_cmd, export_cmd, forget_cmd, ingest, inspect_cmd, mcp_cmd, models_cmd, query
 from nemori_cli.errors import NemoriError
 
 app = typer.Typer(
@@ -35,6 +35,7 @@ def root(version: bool = typer.Option(False, "--version", callback=_version, is_
 
 
 app.command("ingest")(ingest.ingest)
+app.command("build")(build_cmd.build_cmd)
 app.command("flush")(ingest.flush_cmd)
 app.command("search")(query.search_cmd)
 app.command("ask")(query.ask_cmd)

@@ -13,7 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from nemori_cli import measured
 from nemori_cli.cli.render import console, print_json
+from nemori_cli.pipeline.built import clock
 from nemori_cli.config import Settings, load_presets, resolve_embedder, resolve_llm
 from nemori_cli.domain import Backlog, IncomingMessage
 from nemori_cli.estimate import Estimate, estimate
@@ -100,6 +102,7 @@ def plan(
         profile=profile,
         rates=found,
     )
+    searchable = measured.STORE_START_SECONDS + len(new) / measured.STORE_MESSAGES_PER_SECOND
     data = {
         "dry_run": True,
         "db": settings.store_name,
@@ -114,12 +117,20 @@ def plan(
         "changed_ids": [key.removeprefix(f"id:{namespace}") for key in changed[:5]],  # for the stderr note
         "pending": pending.messages,
         **_estimate_json(est),
+        # Two times a user waits for: until `ingest --build later` returns (stored and indexed, so searchable), and until the memory is built.
+        "searchable_seconds": round(searchable, 1),
+        "build_seconds": round(est.seconds, 1),
     }
     if max_tokens is not None:
         per_message = est.tokens / est.messages if est.messages else 0
         within = est.messages if per_message == 0 else min(est.messages, int(max_tokens // per_message))
         data.update(max_tokens=max_tokens, messages_within_budget=within)
     return data
+
+
+def build_seconds(settings: Settings, incoming: list[IncomingMessage], namespace: str, *, window: int, profile_of: Callable[[Database], Profile]) -> float:
+    """The model time building these messages (the new ones, and what is pending already) would take: what `--build auto` decides on."""
+    return float(plan(settings, incoming, namespace, window=window, profile_of=profile_of)["build_seconds"])
 
 
 def _estimate_json(est: Estimate) -> dict:
@@ -176,6 +187,8 @@ def render(data: dict, source: str, json_out: bool) -> None:
         f"tokens: about {data['prompt_tokens']:,} prompt + {data['output_tokens']:,} output; "
         f"about {data['minutes']:.{1 if data['minutes'] >= 1 else 2}f} minutes of LLM time with model {data['model']}",
         f"rates: {data['rates']['source']} ({_RATES_SOURCE.get(data['rates']['source'], 'saved rates')})",
+        f"time: searchable after about {clock(data['searchable_seconds'])} (`--build later`), built after about "
+        f"{clock(data['searchable_seconds'] + data['build_seconds'])}",
     ]
     if "max_tokens" in data:
         lines.append(

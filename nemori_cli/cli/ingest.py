@@ -44,6 +44,19 @@ class IndexOn(str, Enum):
     messages = "messages"
 
 
+class BuildWhen(str, Enum):
+    auto = "auto"
+    now = "now"
+    later = "later"
+    background = "background"
+
+
+# `--build auto` builds in the same run when the estimated model time (the dry run's, at this database's
+# rates when it has any) is at most this; more, and the messages are only stored and indexed, searchable
+# at once, and `nemori build` makes their memory. Why this figure: docs/PERFORMANCE.md, "Searchable first".
+AUTO_BUILD_NOW_S = 120.0
+
+
 class PartitionBy(str, Enum):
     model = "model"
     similarity = "similarity"
@@ -79,6 +92,15 @@ PartitionFlag = Annotated[
         show_default=False,
     ),
 ]
+BuildOpt = Annotated[
+    BuildWhen,
+    typer.Option(
+        "--build",
+        help="When the memory is built: now (in this run), later (store and index only: searchable at once; `nemori build` builds), "
+        "background (store, then `nemori build --background`), or auto (now when the estimated model time is at most "
+        f"{AUTO_BUILD_NOW_S:.0f} s, else later).",
+    ),
+]
 DryRun = Annotated[
     bool,
     typer.Option("--dry-run", help="Estimate the work (new messages, LLM calls, tokens, minutes) without writing anything or loading a model."),
@@ -100,7 +122,7 @@ Neighbours = Annotated[
 ]
 
 
-def _check_budget(max_tokens: int | None) -> None:
+def check_budget(max_tokens: int | None) -> None:
     if max_tokens is not None and max_tokens <= 0:
         raise ConfigError(f"--max-tokens must be a positive number of tokens, not {max_tokens}")
 
@@ -160,7 +182,7 @@ def _say_left_out(imported, json_out: bool) -> None:
         sys.stderr.write(f"nemori: {line}\n")
 
 
-def _process(run, memory, *, show_progress: bool):
+def run_with_progress(run, memory, *, show_progress: bool):
     """``run(progress)`` (an ingest or a flush) under a progress bar; Ctrl-C says what is pending and exits 130."""
     from nemori_cli.cli.progress import progress_bar
 
@@ -204,6 +226,7 @@ def ingest(
     partition: PartitionFlag = None,
     max_tokens: MaxTokens = None,
     neighbours: Neighbours = 5,
+    build: BuildOpt = BuildWhen.auto,
     dry_run: DryRun = False,
     parallel: opt.Parallel = None,
     workers: opt.Workers = None,
@@ -217,7 +240,7 @@ def ingest(
     """Store messages, then turn them into episodes and facts (resumable; re-ingesting adds nothing)."""
     from nemori_cli.api import Memory, check_workers, shown_name
 
-    _check_budget(max_tokens)
+    check_budget(max_tokens)
     settings = opt.settings(db_path, user, model, embedder)
     settings.parallel = parallel or settings.parallel
     settings.workers = workers or settings.workers
@@ -239,15 +262,58 @@ def ingest(
         dry.render(plan, source, json_out)
         return
     method = _method(memory, distill, integrate, facts, index, partition)
+    when = _when(build, settings, incoming, namespace, window, lambda store: _profile(store, settings, memory, distill, integrate, facts, index, partition))
+    if when != BuildWhen.now:
+        _store_only(settings, imported, method, window, neighbours, when, source, json_out, read_as, max_tokens)
+        return
     with Memory.from_settings(settings, window=window, neighbours=neighbours, **method) as target:
         target.load_model()  # before the progress bar: a model that cannot load fails on a clean screen
         # The changed messages are named before the episodes are made, as they are found.
         def run(update):
             return target.ingest(imported, flush=flush, max_tokens=max_tokens, progress=update, on_stored=lambda ids: warn_changed(len(ids), list(ids)))
 
-        result = _process(run, target, show_progress=wanted(progress))
-        core = _prepare_core(target, result.report)
-    _print_report(result.report, source, json_out, max_tokens, read_as, core)
+        result = run_with_progress(run, target, show_progress=wanted(progress))
+        core = prepare_core(target, result.report)
+    print_report(result.report, source, json_out, max_tokens, read_as, core)
+
+
+def _when(build: BuildWhen, settings, incoming, namespace: str, window: int, profile_of) -> BuildWhen:
+    """--build auto made definite: now when the estimated model time is small (AUTO_BUILD_NOW_S), else later."""
+    if build != BuildWhen.auto:
+        return build
+    from nemori_cli.cli import dry_run as dry
+
+    seconds = dry.build_seconds(settings, incoming, namespace, window=window, profile_of=profile_of)
+    return BuildWhen.now if seconds <= AUTO_BUILD_NOW_S else BuildWhen.later
+
+
+def _store_only(settings, imported, method: dict, window: int, neighbours: int, when: BuildWhen, source: str, json_out: bool, read_as: dict, max_tokens) -> None:
+    """--build later or background: stored and indexed (no model loaded), then, for background, `nemori build --background`."""
+    from nemori_cli.api import Memory
+
+    with Memory.from_settings(settings, window=window, neighbours=neighbours, **method) as target:
+        result = target.ingest(imported, build=False, on_stored=lambda ids: warn_changed(len(ids), list(ids)))
+        state = target.build_state()
+    report = result.report
+    if json_out:
+        print_json({"source": source, **read_as, **vars(report), "seconds": round(report.seconds, 2), "core": None, "build": when.value, "built": state.as_json()})
+    else:
+        from nemori_cli.pipeline.built import clock
+
+        console().print(f"read {report.read} messages ({report.added} new) from {source} and stored them in {report.seconds:.1f} s: searchable now", soft_wrap=True)
+        if state.pending:
+            eta = f" (about {clock(state.eta_seconds)} of model time at {state.eta_source} rates)" if state.eta_seconds is not None else ""
+            how = "building them in the background" if when == BuildWhen.background else "`nemori build` builds them (`--background` to run it behind)"
+            console().print(f"{state.pending} messages are pending their episodes and facts{eta}; {how}", soft_wrap=True)
+    if when == BuildWhen.background and state.pending:
+        from nemori_cli.cli import build_cmd
+        from nemori_cli.pipeline import lock
+
+        build_lock = lock.BuildLock(lock.path_for(settings))
+        if build_lock.holder() is None:
+            build_cmd.start_background(build_lock, settings, json_out=False, quiet=json_out, max_tokens=max_tokens, neighbours=neighbours, window=window)
+        elif not json_out:
+            console().print("a build is already running on this database; it builds these too")
 
 
 def flush_cmd(
@@ -263,23 +329,21 @@ def flush_cmd(
     embedder: opt.EmbedderName = None,
     json_out: opt.Json = False,
 ) -> None:
-    """Turn every pending message into episodes now (also resumes an interrupted ingest), with the database's recorded method."""
+    """`nemori build` in the foreground, by its older name: every pending message into episodes now, with the database's recorded method."""
     from nemori_cli.api import Memory, check_workers
 
-    _check_budget(max_tokens)
+    check_budget(max_tokens)
     settings = opt.settings(db_path, user, model, embedder)
     settings.parallel = parallel or settings.parallel
     settings.workers = workers or settings.workers
     check_workers(settings)
-    with Memory.from_settings(settings, window=window, neighbours=neighbours) as memory:
-        if memory.pending():
-            memory.load_model(create=False)  # before the progress bar, as ingest does
-        result = _process(lambda update: memory.flush(max_tokens=max_tokens, progress=update), memory, show_progress=wanted(progress))
-        core = _prepare_core(memory, result.report)
-    _print_report(result.report, None, json_out, max_tokens, core=core)
+    from nemori_cli.cli import build_cmd
+    from nemori_cli.pipeline import lock
+
+    build_cmd.foreground(lock.BuildLock(lock.path_for(settings)), settings, json_out, max_tokens=max_tokens, neighbours=neighbours, window=window, show_progress=wanted(progress))
 
 
-def _prepare_core(memory, report) -> dict | None:
+def prepare_core(memory, report) -> dict | None:
     """The core context's KV state, computed now for the next `ask` (retrieval/core_cache.py), when the answer model is the one loaded.
 
     Another answer model is not loaded for it: the first `ask` computes the
@@ -322,7 +386,9 @@ def fallback_warning(report) -> str | None:
     )
 
 
-def _print_report(report, source: str | None, json_out: bool, max_tokens: int | None = None, read_as: dict | None = None, core: dict | None = None) -> None:
+def print_report(
+    report, source: str | None, json_out: bool, max_tokens: int | None = None, read_as: dict | None = None, core: dict | None = None, built: dict | None = None
+) -> None:
     if report.stopped_by_budget:  # on stderr in both modes: stdout stays the report
         sys.stderr.write(
             f"nemori: token budget of {max_tokens} reached after {report.tokens_used} tokens; {report.pending} messages pending; "
@@ -332,7 +398,7 @@ def _print_report(report, source: str | None, json_out: bool, max_tokens: int | 
     if warning:
         sys.stderr.write(warning + "\n")
     if json_out:
-        print_json({"source": source, **(read_as or {}), **vars(report), "seconds": round(report.seconds, 2), "core": core})
+        print_json({"source": source, **(read_as or {}), **vars(report), "seconds": round(report.seconds, 2), "core": core, **({"built": built} if built else {})})
         return
     changed = f", {report.changed} changed but kept as stored" if report.changed else ""
     read = f"read {report.read} messages ({report.added} new{changed}) from {source}; " if source else ""

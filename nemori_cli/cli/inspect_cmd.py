@@ -278,6 +278,16 @@ def _profile_text(store) -> str | None:
     return p.describe() if p else None
 
 
+def _built(settings, store):
+    """How much is built (pipeline/built.py), with the time the rest needs and a running build."""
+    from nemori_cli import deps
+    from nemori_cli.memory.profile import resolve
+    from nemori_cli.pipeline import built, lock
+
+    holder = lock.BuildLock(lock.path_for(settings)).holder()
+    return built.state(store, settings.user, resolve(store, {}), rates=deps.build_rates(settings, store), worker_pid=holder.pid if holder else None)
+
+
 def stats_cmd(db_path: opt.Db = None, user: opt.User = None, json_out: opt.Json = False) -> None:
     """Counts, and per pipeline stage: LLM calls, tokens, seconds, repairs and fallbacks."""
     from nemori_cli.memory.profile import mode_of
@@ -288,6 +298,7 @@ def stats_cmd(db_path: opt.Db = None, user: opt.User = None, json_out: opt.Json 
     mode = mode_of(store)  # what is pending depends on how the memory is built
     counts = stats.counts(store, u, pending=lambda d, user: mode.backlog(d, user).messages)
     stages = telemetry.stage_stats(store, u)
+    built = _built(settings, store)
     info = {
         "db": settings.store_name,
         "db_bytes": store.size_bytes(),
@@ -296,6 +307,7 @@ def stats_cmd(db_path: opt.Db = None, user: opt.User = None, json_out: opt.Json 
         "profile": _profile_text(store),
         "user": u,
         "counts": counts,
+        "built": built.as_json(),
         "stages": stages,
     }
     if json_out:
@@ -307,6 +319,9 @@ def stats_cmd(db_path: opt.Db = None, user: opt.User = None, json_out: opt.Json 
     out.print(f"{info['db']} (schema {info['schema_version']}, embedder {info['embedder']}), user {u}")
     out.print(", ".join(f"{v} {k}" for k, v in counts.items()))
     out.print(f"method: {info['profile']}")
+    if built.built_through is not None or built.pending:
+        through = f"built through {built.built_through:%Y-%m-%d %H:%M}" if built.built_through else "nothing built yet"
+        out.print(f"{through}; {built.line() or 'everything is built'}", markup=False, highlight=False, soft_wrap=True)
     columns = ("calls", "attempts", "prompt_tokens", "completion_tokens", "seconds", "failed", "repaired", "fallbacks", "decisions")
     table = Table("stage", "calls", "attempts", "prompt tok", "output tok", "seconds", "failed", "repaired", "fallbacks", "decisions")
     for s in stages:

@@ -187,6 +187,7 @@ def ask_cmd(
     with Memory.from_settings(settings) as memory:
         answer = memory.ask(text, options=options, today=today or None)
         cited_episodes = memory.cited(answer) if not json_out else []  # cited through their raw turns too
+        built = memory.build_state(eta=False)  # what of the history is not built into memory yet
     if answer.failed:  # on stderr in both modes: the answer on stdout already says so, this says why
         sys.stderr.write(f"nemori: warning: {answer.problem[:300] or 'the model gave no usable answer'}; the answer failed and is counted in `nemori stats`\n")
     if json_out:
@@ -204,6 +205,8 @@ def ask_cmd(
                 "ms": {"search": round(answer.search_ms, 1), "answer": round(answer.answer_ms, 1)},
                 # How the core context came to be in the model: loaded (its saved state), built (read now and saved), live, none.
                 "core": _core_json(memory.last_core),
+                "built": built.as_json(),
+                "unbuilt_memories": len(_unbuilt(answer, built)),  # of "memories", raw turns not built into memory yet
             }
         )
         return
@@ -218,6 +221,31 @@ def ask_cmd(
         f"[dim]{len(answer.hits)} memories, {answer.usage.prompt_tokens}+{answer.usage.completion_tokens} tokens, "
         f"search {answer.search_ms:.0f} ms, answer {answer.answer_ms / 1000:.1f} s{_as_of_note(moment)}[/dim]"
     )
+    note = _unbuilt_note(answer, built)
+    if note:
+        out.print(f"[dim]{esc(note)}[/dim]", soft_wrap=True)
+
+
+def _unbuilt(answer, built) -> list:
+    """The answer's memories that are raw turns said since the oldest message not built yet."""
+    if not built.pending or built.pending_from is None:
+        return []
+    from nemori_cli.domain import to_epoch
+
+    since = to_epoch(built.pending_from)
+    return [h for h in answer.hits if h.kind == "message" and to_epoch(h.start) >= since]
+
+
+def _unbuilt_note(answer, built) -> str:
+    """A line when the part of the history this answer needed is not built yet: it read raw turns only, without episodes or facts."""
+    if not built.pending:
+        return ""
+    unbuilt = _unbuilt(answer, built)
+    if not unbuilt and not answer.abstained:
+        return ""
+    read = f"{len(unbuilt)} of these memories are raw turns not built into episodes and facts yet; " if unbuilt else "the memory may hold it once built: "
+    running = f"a build is running (pid {built.worker_pid})" if built.worker_pid else "`nemori build` builds them"
+    return f"{read}{built.pending} messages said from {built.pending_from:%Y-%m-%d} on are pending; {running}"
 
 
 def _core_json(prepared) -> dict | None:

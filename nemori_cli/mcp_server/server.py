@@ -30,7 +30,7 @@ from nemori_cli.errors import ConfigError, NemoriError
 
 INSTRUCTIONS = (
     "Long-term memory of conversations. `remember` stores timestamped messages and makes episodes and facts of them; "
-    "`recall` searches memory without an LLM; `ask` answers a question from memory, citing episodes; "
+    "`recall` searches memory without an LLM; `ask` answers a question from memory, citing episodes (messages not built into memory yet are read as raw turns, and `built` says how much is); "
     "`forget` deletes an episode, fact or note for good."
 )
 
@@ -61,6 +61,7 @@ class Remembered(BaseModel):
     notes: int = Field(description="A-MEM notes made in this call.")
     pending: int = Field(description="Messages stored but not yet made into memory.")
     seconds: float
+    built: Built | None = Field(default=None, description="How much of the memory is built, when something is pending.")
 
 
 class MemoryItem(BaseModel):
@@ -78,6 +79,14 @@ class Recalled(BaseModel):
     memories: list[MemoryItem]
 
 
+class Built(BaseModel):
+    pending: int = Field(description="Messages stored (searchable as raw turns) but not yet built into episodes and facts.")
+    built_through: str | None = Field(description="Everything said up to this moment is built (ISO 8601; null: nothing is).")
+    pending_from: str | None = Field(description="The oldest message not built yet (ISO 8601; null: all are built).")
+    eta_seconds: float | None = Field(description="Model time the rest needs, at the best rates known.")
+    building: bool = Field(description="A `nemori build` is running on this database.")
+
+
 class Answered(BaseModel):
     question: str
     answer: str
@@ -85,6 +94,7 @@ class Answered(BaseModel):
     failed: bool = Field(description="The model gave no usable answer.")
     cited_episodes: list[int]
     memories: list[MemoryItem]
+    built: Built = Field(description="How much of the memory is built; an answer about messages not built yet read their raw turns only.")
 
 
 class Forgotten(BaseModel):
@@ -148,14 +158,18 @@ def build(memories: Memories):
     def remember(
         messages: Annotated[list[MessageIn], Field(min_length=1, description="Messages in time order.")],
         flush: Annotated[bool, Field(description="Make episodes of the last messages too (true), or keep them pending for more.")] = True,
+        build: Annotated[bool, Field(description="Build episodes and facts now (true), or only store the messages: searchable at once, built later by `nemori build`.")] = True,
         user: UserArg = None,
     ) -> Remembered:
         """Store timestamped messages and make episodes and facts of them. A message already stored under its id is not stored again."""
         def call():
-            result = memories.of(user).ingest([m.model_dump() for m in messages], flush=flush)
+            memory = memories.of(user)
+            result = memory.ingest([m.model_dump() for m in messages], flush=flush, build=build)
+            state = memory.build_state().as_json() if result.pending else None
             return Remembered(
                 added=result.added, changed=result.changed, episodes=result.episodes, facts=result.facts,
                 notes=result.notes, pending=result.pending, seconds=round(result.seconds, 2),
+                built=Built(**{k: state[k] for k in Built.model_fields}) if state else None,
             )
         return run(call)
 
@@ -179,10 +193,13 @@ def build(memories: Memories):
     ) -> Answered:
         """Answer a question from memory with the local model, citing the episodes used."""
         def call():
-            answer = memories.of(user).ask(question, today=today, as_of=as_of)
+            memory = memories.of(user)
+            answer = memory.ask(question, today=today, as_of=as_of)
+            state = memory.build_state().as_json()
             return Answered(
                 question=answer.question, answer=answer.answer, abstained=answer.abstained, failed=answer.failed,
                 cited_episodes=list(answer.cited), memories=[_memory_out(h) for h in answer.hits],
+                built=Built(**{k: state[k] for k in Built.model_fields}),
             )
         return run(call)
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from nemori_cli.domain import Backlog, Message
+from nemori_cli.domain import Backlog, Message, to_epoch
 from nemori_cli.errors import ConfigError
 from nemori_cli.memory import amem
 from nemori_cli.memory.amem import NotePlan, NoteSource
 from nemori_cli.memory.mode import Made, MemoryMode, NewEpisode, Tools, Worker
 from nemori_cli.memory import semantic
+from nemori_cli.store import messages as message_sql
 from nemori_cli.store import notes as note_sql
 from nemori_cli.store.db import Database
 
@@ -70,6 +71,11 @@ class Amem(MemoryMode):
 
     def waiting(self, db: Database, user: str, limit: int) -> list[int]:
         return note_sql.unnoted_messages(db, user, limit=limit)
+
+    def first_waiting(self, db: Database, user: str) -> float | None:
+        ids = self.waiting(db, user, limit=1)  # oldest first
+        found = message_sql.by_ids(db, user, ids)
+        return to_epoch(found[ids[0]].timestamp) if ids and ids[0] in found else None
 
     def start(self, profile: Profile, tools: Tools) -> Worker:
         return _MessageNotes(tools)

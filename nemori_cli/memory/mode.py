@@ -139,6 +139,10 @@ class MemoryMode:
         """The stored messages this mode has not made memory of yet: messages no episode owns."""
         return message_sql.backlog(db, user)
 
+    def first_waiting(self, db: Database, user: str) -> float | None:
+        """When the oldest message this mode has not made memory of was said (epoch seconds); None when there is none."""
+        return message_sql.first_pending_epoch(db, user)
+
     def waiting(self, db: Database, user: str, limit: int) -> list[int]:
         """Ids of pending messages, oldest first, for a mode that makes no episodes."""
         raise NotImplementedError

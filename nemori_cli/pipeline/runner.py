@@ -88,6 +88,22 @@ class IngestReport:
     fallbacks: int = 0  # steps that fell back deterministically (after a failed call, or a failed self-check)
 
 
+def store_messages(db: Database, user: str, profile: Profile, embedder: Embedder, incoming: list[IncomingMessage], namespace: str = "") -> int:
+    """Store new messages (all or none), index them for search, and the profile; returns how many were new.
+
+    No model is needed: once this returns, the messages are searchable and
+    answerable as raw turns (`ingest --build later`), and pending for the
+    pipeline. Messages not indexed before (a database made before the
+    message index existed) are indexed here too, in the same transaction.
+    """
+    with db.transaction(user=user):
+        db.bind_embedder(identity(embedder), embedder.dimensions)
+        record(db, profile)
+        added = message_sql.insert_messages(db, user, incoming, namespace)
+        message_index.index_all(db, user, embedder.embed_documents)
+        return added
+
+
 class _NothingAnswered(Exception):
     """Every LLM call of this run so far has failed: raised inside the unit of work, so that it is rolled back."""
 
@@ -133,17 +149,8 @@ class Pipeline:
         self._replay: Replay | None = None  # while workers run: the writer's calls are made outside the write lock
 
     def add_messages(self, incoming: list[IncomingMessage], namespace: str = "") -> int:
-        """Store new messages (all or none), index them for search, and the profile; returns how many were new.
-
-        Messages not indexed before (a database made before the message index
-        existed) are indexed here too, in the same transaction.
-        """
-        with self.db.transaction(user=self.user):
-            self.db.bind_embedder(identity(self.embedder), self.embedder.dimensions)
-            record(self.db, self.profile)
-            added = message_sql.insert_messages(self.db, self.user, incoming, namespace)
-            message_index.index_all(self.db, self.user, self.embedder.embed_documents)
-            return added
+        """Store new messages and index them for search (store_messages); returns how many were new."""
+        return store_messages(self.db, self.user, self.profile, self.embedder, incoming, namespace)
 
     def process(
         self,

@@ -100,6 +100,22 @@ def backlog(db: Database, user: str) -> Backlog:
     return Backlog(int(row["n"]), int(row["chars"])) if row else Backlog(0, 0)
 
 
+def first_pending_epoch(db: Database, user: str) -> float | None:
+    """When the oldest message no episode owns was said (epoch seconds); None when nothing is pending."""
+    row = db.one("SELECT min(ts_epoch) AS t FROM messages WHERE user_id = ? AND episode_id IS NULL", (user,))
+    return None if row is None or row["t"] is None else float(row["t"])
+
+
+def last_before(db: Database, user: str, epoch: float | None = None) -> datetime | None:
+    """The time of the user's newest message said before ``epoch`` (before None: of all); None when there is none."""
+    where, params = "user_id = ?", (user,)
+    if epoch is not None:
+        where += " AND ts_epoch < ?"
+        params += (epoch,)
+    rows = db.query(f"SELECT ts FROM messages WHERE {where} ORDER BY ts_epoch DESC, id DESC LIMIT 1", params)
+    return datetime.fromisoformat(rows[0]["ts"]) if rows else None
+
+
 def count_pending(db: Database, user: str) -> int:
     return backlog(db, user).messages
 

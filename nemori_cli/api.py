@@ -296,8 +296,8 @@ class Memory:
             return BuildState(0, None, None, worker_pid=holder.pid if holder else None)
         db = self._session("read").db
         profile = resolve(db, {})
-        rates = deps.build_rates(self.settings, db) if eta else None
-        return built.state(db, self.user, profile, window=self.window, rates=rates, worker_pid=holder.pid if holder else None)
+        estimate = deps.build_eta(self.settings, db, window=self.window) if eta else None
+        return built.state(db, self.user, profile, eta=estimate, worker_pid=holder.pid if holder else None)
 
     def load_model(self, *, create: bool = True) -> None:
         """Load the model that builds memory now (a missing model or a dead endpoint fails here, before any write).

@@ -312,6 +312,11 @@ class Settings:
         )
 
 
+def child_environment(overrides: dict[str, str]) -> dict[str, str]:
+    """This process's environment with ``overrides``: what a nemori process started by this one (`build --background`) runs with."""
+    return {**os.environ, **overrides}
+
+
 def is_store_url(target: str) -> bool:
     """Whether --db / NEMORI_DB names a PostgreSQL store rather than a SQLite file."""
     return bool(re.match(r"^postgres(ql)?://", str(target), re.IGNORECASE))

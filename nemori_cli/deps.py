@@ -45,6 +45,20 @@ def llm_preset(settings: Settings) -> LLMPreset:
     return resolve_llm(load_presets(), settings.model)
 
 
+def build_eta(settings: Settings, db: Database, *, window: int = 20):
+    """A BuildState's estimate (pipeline/built.Eta): the model time a backlog needs at the best-known rates of the model that builds."""
+    from nemori_cli.estimate import estimate
+
+    rates = build_rates(settings, db)
+
+    def eta(backlog, profile) -> tuple[float, str]:
+        if not backlog.messages:
+            return 0.0, rates.source
+        return estimate(backlog.messages, backlog.characters, window=window, profile=profile, rates=rates).seconds, rates.source
+
+    return eta
+
+
 def build_rates(settings: Settings, db: Database | None):
     """The best-known rates of the model that builds memory (rates.best), for estimates; nothing is loaded."""
     from nemori_cli import rates

@@ -82,7 +82,7 @@ def foreground(build_lock, settings, json_out: bool, *, max_tokens, neighbours: 
     from nemori_cli.api import Memory
     from nemori_cli.errors import NemoriError
 
-    if not build_lock.acquire(user=settings.user, log=os.environ.get("NEMORI_BUILD_LOG")):
+    if not build_lock.acquire(user=settings.user):
         raise NemoriError(_running(build_lock.holder(), settings))
     stop = threading.Event()
     # SIGTERM (`build --stop`) ends the run between two units of work, never inside one.
@@ -91,8 +91,9 @@ def foreground(build_lock, settings, json_out: bool, *, max_tokens, neighbours: 
         with Memory.from_settings(settings, window=window, neighbours=neighbours) as memory:
             state = memory.build_state()
             if state.pending:
-                sys.stderr.write(f"nemori: {_plan_line(state)}\n")
-                sys.stderr.flush()
+                if show_progress:  # beside the bar: the estimate it starts from, before the bar's own rate takes over
+                    sys.stderr.write(f"nemori: {_plan_line(state)}\n")
+                    sys.stderr.flush()
                 memory.load_model(create=False)  # before the progress bar, as ingest does
             result = run_with_progress(lambda update: memory.build(max_tokens=max_tokens, progress=update, stop=stop), memory, show_progress=show_progress)
             core = prepare_core(memory, result.report)
@@ -120,7 +121,8 @@ def log_path(build_lock) -> Path:
 def start_background(build_lock, settings, json_out: bool, *, quiet: bool = False, max_tokens, neighbours: int, window: int) -> None:
     """Start `nemori build` detached (its own session, so the terminal's Ctrl-C and hang-up do not reach it) and see it take the lock."""
     from nemori_cli.api import Memory
-    from nemori_cli.errors import ConfigError, NemoriError
+    from nemori_cli.config import child_environment
+    from nemori_cli.errors import NemoriError
 
     holder = build_lock.holder()
     if holder is not None:
@@ -140,8 +142,8 @@ def start_background(build_lock, settings, json_out: bool, *, quiet: bool = Fals
         if value is not None:
             args += [flag, str(value)]
     # The store goes by the environment, not the command line: a PostgreSQL URL's password stays out of `ps`.
-    env = {**os.environ, "NEMORI_DB": settings.db_url or str(settings.db_path.expanduser().resolve()), "NEMORI_BUILD_LOG": str(log),
-           "NEMORI_PARALLEL": str(settings.parallel), "NEMORI_WORKERS": str(settings.workers), "NEMORI_CACHE_DIR": str(settings.cache_dir)}
+    env = child_environment({"NEMORI_DB": settings.db_url or str(settings.db_path.expanduser().resolve()), "NEMORI_PARALLEL": str(settings.parallel),
+                             "NEMORI_WORKERS": str(settings.workers), "NEMORI_CACHE_DIR": str(settings.cache_dir)})
     with open(log, "ab") as out:
         out.write(f"\n--- nemori build started {time.strftime('%Y-%m-%d %H:%M:%S')} ---\n".encode())
         out.flush()

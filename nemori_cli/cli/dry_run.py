@@ -60,8 +60,9 @@ def plan(
     window: int,
     profile_of: Callable[[Database], Profile],
     max_tokens: int | None = None,
+    check_embedder: bool = True,
 ) -> dict:
-    """Everything the dry run reports, as one JSON-ready dict; raises the errors an ingest would."""
+    """Everything the dry run reports, as one JSON-ready dict; raises the errors an ingest would (the embedder's, unless not ``check_embedder``)."""
     from nemori_cli import rates
 
     presets = load_presets()
@@ -69,7 +70,7 @@ def plan(
     embedder = resolve_embedder(presets, settings.embedder)
     db = _open(settings)
     try:
-        if db is not None and embedder.dimensions:
+        if check_embedder and db is not None and embedder.dimensions:
             db.check_embedder(f"{embedder.model_name}:{embedder.dimensions}")
         # A new file would get the defaults overridden by the flags; an empty
         # in-memory database stands in for it (nothing touches the disk).
@@ -130,7 +131,8 @@ def plan(
 
 def build_seconds(settings: Settings, incoming: list[IncomingMessage], namespace: str, *, window: int, profile_of: Callable[[Database], Profile]) -> float:
     """The model time building these messages (the new ones, and what is pending already) would take: what `--build auto` decides on."""
-    return float(plan(settings, incoming, namespace, window=window, profile_of=profile_of)["build_seconds"])
+    # The embedder is not checked here: the ingest that follows checks the one it really loads.
+    return float(plan(settings, incoming, namespace, window=window, profile_of=profile_of, check_embedder=False)["build_seconds"])
 
 
 def _estimate_json(est: Estimate) -> dict:

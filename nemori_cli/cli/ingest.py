@@ -282,8 +282,12 @@ def _when(build: BuildWhen, settings, incoming, namespace: str, window: int, pro
     if build != BuildWhen.auto:
         return build
     from nemori_cli.cli import dry_run as dry
+    from nemori_cli.errors import NemoriError
 
-    seconds = dry.build_seconds(settings, incoming, namespace, window=window, profile_of=profile_of)
+    try:
+        seconds = dry.build_seconds(settings, incoming, namespace, window=window, profile_of=profile_of)
+    except NemoriError:
+        return BuildWhen.now  # no estimate (an unusable --db, a refused flag): the ingest itself says what is wrong, in its own words
     return BuildWhen.now if seconds <= AUTO_BUILD_NOW_S else BuildWhen.later
 
 

@@ -285,7 +285,7 @@ def _built(settings, store):
     from nemori_cli.pipeline import built, lock
 
     holder = lock.BuildLock(lock.path_for(settings)).holder()
-    return built.state(store, settings.user, resolve(store, {}), rates=deps.build_rates(settings, store), worker_pid=holder.pid if holder else None)
+    return built.state(store, settings.user, resolve(store, {}), eta=deps.build_eta(settings, store), worker_pid=holder.pid if holder else None)
 
 
 def stats_cmd(db_path: opt.Db = None, user: opt.User = None, json_out: opt.Json = False) -> None:

@@ -4,9 +4,9 @@ Messages are searchable as raw turns the moment `ingest` stores them; the
 episodes, facts and notes are built from them later (`nemori build`), oldest
 first. So the built part is always a prefix of the history in time:
 everything said up to ``built_through`` is built, everything from
-``pending_from`` on is not (yet). The estimate of what is left comes from
-estimate.py at the best rates known (rates.py: this database's own calls
-first), the same figures `ingest --dry-run` shows.
+``pending_from`` on is not (yet). The estimate of what is left is the caller's
+(deps.build_eta: estimate.py at the best rates known, this database's own
+calls first), the same figures `ingest --dry-run` shows.
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from nemori_cli.estimate import estimate
+from collections.abc import Callable
+
+from nemori_cli.domain import Backlog
 from nemori_cli.memory.profile import Profile
-from nemori_cli.rates import Rates
 from nemori_cli.store import messages as message_sql
 from nemori_cli.store.db import Database
 
@@ -55,21 +56,23 @@ class BuildState:
         return f"{self.pending} messages{since} are searchable as raw turns but not built into episodes and facts yet{eta}{who}"
 
 
-def state(db: Database, user: str, profile: Profile, *, window: int = 20, rates: Rates | None = None, worker_pid: int | None = None) -> BuildState:
-    """This user's build state; with ``rates``, the time the rest needs."""
+# What the rest will take: (seconds, where the rates come from) for a backlog (deps.build_eta: estimate.py at rates.best).
+Eta = Callable[[Backlog, Profile], tuple[float, str]]
+
+
+def state(db: Database, user: str, profile: Profile, *, eta: Eta | None = None, worker_pid: int | None = None) -> BuildState:
+    """This user's build state; with ``eta``, the time the rest needs."""
     mode = profile.mode
     backlog = mode.backlog(db, user)
     first = mode.first_waiting(db, user) if backlog.messages else None
     built_through = message_sql.last_before(db, user, first)
-    eta = None
-    if rates is not None:
-        eta = estimate(backlog.messages, backlog.characters, window=window, profile=profile, rates=rates).seconds if backlog.messages else 0.0
+    seconds, source = eta(backlog, profile) if eta is not None else (None, None)
     return BuildState(
         pending=backlog.messages,
         built_through=built_through,
         pending_from=None if first is None else datetime.fromtimestamp(first, tz=timezone.utc),
-        eta_seconds=eta,
-        eta_source=rates.source if rates is not None else None,
+        eta_seconds=seconds,
+        eta_source=source,
         worker_pid=worker_pid,
     )
 

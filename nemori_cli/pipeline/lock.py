@@ -4,7 +4,7 @@ The database itself needs no such lock: two runs building one memory are
 safe (each episode is one transaction that first checks its messages are
 still pending). This lock is about work: a second builder would only spend
 the same model time twice. So `nemori build` (foreground or background)
-takes it, and the lock file names the holder (pid, user, log) for `stats`,
+takes it, and the lock file names the holder (pid, user) for `stats`,
 `ask` and `build --stop`.
 
 flock(2) rather than a pid file alone: a `kill -9` releases it with the
@@ -30,7 +30,6 @@ from nemori_cli.config import Settings
 class Holder:
     pid: int | None
     user: str | None
-    log: str | None
 
 
 def path_for(settings: Settings) -> Path:
@@ -45,7 +44,7 @@ class BuildLock:
         self.path = path
         self._fd: int | None = None
 
-    def acquire(self, *, user: str, log: str | None = None) -> bool:
+    def acquire(self, *, user: str) -> bool:
         """Take the lock without waiting and write who holds it; False when another process holds it."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
@@ -55,7 +54,7 @@ class BuildLock:
             os.close(fd)
             return False
         os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps({"pid": os.getpid(), "user": user, "log": log}).encode(), 0)
+        os.pwrite(fd, json.dumps({"pid": os.getpid(), "user": user}).encode(), 0)
         self._fd = fd
         return True
 
@@ -69,7 +68,7 @@ class BuildLock:
     def holder(self) -> Holder | None:
         """Who holds the lock now (another process, or this object), or None when nobody does."""
         if self._fd is not None:
-            return Holder(os.getpid(), None, None)
+            return Holder(os.getpid(), None)
         try:
             fd = os.open(self.path, os.O_RDONLY)
         except FileNotFoundError:
@@ -97,5 +96,6 @@ def _read(fd: int) -> Holder:
         raw = json.loads(os.pread(fd, 4096, 0) or b"{}")
     except ValueError:
         raw = {}
-    pid = raw.get("pid") if isinstance(raw, dict) else None
-    return Holder(pid if isinstance(pid, int) else None, raw.get("user") if isinstance(raw, dict) else None, raw.get("log") if isinstance(raw, dict) else None)
+    raw = raw if isinstance(raw, dict) else {}
+    pid, user = raw.get("pid"), raw.get("user")
+    return Holder(pid if isinstance(pid, int) else None, user if isinstance(user, str) else None)

@@ -51,7 +51,7 @@ from nemori_cli.memory.consolidate import ConsolidationSettings
 from nemori_cli.memory.mode import NewEpisode, Tools
 from nemori_cli.memory.profile import DEFAULT, Profile, record
 from nemori_cli.memory.semantic import SemanticSettings
-from nemori_cli.pipeline import integrate
+from nemori_cli.pipeline import integrate, plan
 from nemori_cli.pipeline.ahead import Ahead
 from nemori_cli.pipeline.integrate import IntegrationSettings
 from nemori_cli.pipeline.narrate import narrate, narrate_many
@@ -255,7 +255,8 @@ class Pipeline:
                 progress(done, total)
 
         tick(0)
-        if workers > 1:
+        self._planned(report, over_budget, tick)  # what a stopped run had cut and not written, as it was cut
+        if workers > 1 and not report.stopped_by_budget and not self.cancel.is_set():
             self._windows_ahead(report, flush, over_budget, tick, workers, slots or Slots(workers), lock_free_calls)
         if not report.stopped_by_budget and not self.cancel.is_set():  # what is left: all of it, or what changed under the look-ahead
             self._windows(report, flush, over_budget, tick)
@@ -265,6 +266,17 @@ class Pipeline:
             self.db.checkpoint()
         report.seconds = time.perf_counter() - started
         return report
+
+    def _planned(self, report: IngestReport, over_budget: Callable[[], bool], tick: Callable[[int], None]) -> None:
+        """The groups of a window that a stopped run had cut but not all written (pipeline/plan.py), written as they were cut."""
+        groups = plan.left(self.db, self.user)
+        for group in groups:
+            if over_budget():
+                return
+            self._episode(group, report)
+            tick(len(group.messages))
+        if groups:
+            report.windows += 1
 
     def _windows(self, report: IngestReport, flush: bool, over_budget: Callable[[], bool], tick: Callable[[int], None]) -> None:
         """Window by window from the database's buffer, each episode narrated just before it is written."""
@@ -280,6 +292,8 @@ class Pipeline:
             # With a backend that takes several generations at once, the window's narrations
             # are written together first (they are independent); the rest stays one episode,
             # one transaction. A budget that stops mid-window wastes the drafts not stored.
+            with self.db.transaction(user=self.user):
+                plan.save(self.db, self.user, groups)
             drafts = narrate_many(groups, self.llm) if len(groups) > 1 and getattr(self.llm.backend, "parallel", 1) > 1 else None
             for i, group in enumerate(groups):
                 if over_budget():  # the rest of this window is partitioned again next run
@@ -330,6 +344,8 @@ class Pipeline:
                 if [m.id for m in head] != [m.id for m in planned.window] or over_budget():
                     break
                 planned.partition.into(self.llm)  # the cut's calls, stored with the window's first episode
+                with self.db.transaction(user=self.user):
+                    plan.save(self.db, self.user, list(planned.groups))
                 for group, draft in zip(planned.groups, planned.drafts):
                     if over_budget():
                         break
@@ -394,6 +410,7 @@ class Pipeline:
                         vector = self._vector(draft, group.messages)
                         episode_id, merged = self._integrate(draft, group, vector)
                         made = self.work.after_episode(NewEpisode(episode_id, draft, tuple(group.messages), vector))
+                        plan.written(self.db, self.user, [m.id for m in group.messages])
                         self._check_something_answered(report)  # rolls this episode back if nothing of this run answered
                         calls, events = self.llm.log.drain()
                         telemetry.write(self.db, self.user, calls, events)

@@ -36,6 +36,9 @@ class StoreBase:
             (key, value),
         )
 
+    def delete_meta(self, key: str) -> None:
+        self.conn.execute("DELETE FROM meta WHERE key = ?", (key,))
+
     def embedder_identity(self) -> str | None:
         return self.get_meta("embedder")
 

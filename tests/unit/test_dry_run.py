@@ -122,7 +122,7 @@ def test_json_shape_on_the_example(cache, tmp_path):
     plan = _dry(EXAMPLE, "--db", tmp_path / "x.db", "--max-tokens", "1000")
     expected = {
         "source", "dry_run", "db", "db_exists", "user", "model", "method", "read", "new", "already_stored", "changed", "pending", "messages", "characters", "windows", "episodes", "calls", "total_calls", "prompt_tokens",
-        "output_tokens", "tokens", "minutes", "rates", "max_tokens", "messages_within_budget", "format", "conversations", "left_out",
+        "output_tokens", "tokens", "minutes", "rates", "max_tokens", "messages_within_budget", "format", "conversations", "left_out", "searchable_seconds", "build_seconds",
     }
     assert set(plan) == expected
     assert plan["dry_run"] is True and plan["source"] == str(EXAMPLE) and plan["model"] == "small"

@@ -29,6 +29,7 @@ DEFS = "defs.schema.json"
 OUTPUTS = {
     "ingest": ("ingest", "ingest-dry-run"),
     "flush": ("flush",),
+    "build": ("build",),
     "search": ("search",),
     "ask": ("ask",),
     "inspect episodes": ("inspect-episodes",),
@@ -259,6 +260,21 @@ def test_ingest_report_and_flush(world):
     flushed = check("flush", nemori("flush", "--db", world / "m.db", "--json"))
     assert flushed["source"] is None and flushed["episodes"] > 0 and flushed["pending"] == 0
     assert check("flush", nemori("flush", "--db", world / "m.db", "--json"))["episodes"] == 0  # nothing pending
+
+
+def test_ingest_later_then_build_and_stop_with_none_running(world):
+    stored = check("ingest", _ingest(world, "l.db", "--build", "later"))
+    assert stored["build"] == "later" and stored["episodes"] == 0 and stored["built"]["pending"] == stored["added"] == 16
+    assert stored["built"]["built_through"] is None and stored["built"]["building"] is False
+    asked = check("ask", nemori("ask", "What did Priya say?", "--db", world / "l.db", "--json"))
+    assert asked["built"]["pending"] == 16 and asked["unbuilt_memories"] > 0
+    built = check("build", nemori("build", "--db", world / "l.db", "--json"))
+    assert built["episodes"] > 0 and built["pending"] == 0 and built["built"]["pending"] == 0 and built["built"]["built_through"]
+    assert check("stats", nemori("stats", "--db", world / "l.db", "--json"))["built"]["pending"] == 0
+    stopped = check("build", nemori("build", "--stop", "--db", world / "l.db", "--json"))
+    assert stopped == {"stopped": False, "running": False, "db": str(world / "l.db")}
+    nothing = check("build", nemori("build", "--background", "--db", world / "l.db", "--json"))
+    assert nothing["background"] is False and nothing["finished"] is True  # nothing pending: no worker started
 
 
 def test_ingest_dry_run_plan_with_and_without_a_budget(world):

@@ -43,8 +43,9 @@ integration: install
 # The fault campaign of docs/RELIABILITY.md: kill -9 trials and concurrent writers with the tiny
 # model, then hostile input with hypothesis at >= 1,000 examples per test (about 40 minutes).
 KILLS ?= 50
+BUILD_KILLS ?= 10
 faults: install
-	$(PY) scripts/fault_campaign.py --kills $(KILLS) --seed 1 --messages 16 --out docs/bench/faults-campaign.json
+	$(PY) scripts/fault_campaign.py --kills $(KILLS) --build-kills $(BUILD_KILLS) --seed 1 --messages 16 --out docs/bench/faults-campaign.json
 	HYPOTHESIS_PROFILE=campaign $(PY) -m pytest -q tests/unit/test_hostile_input.py
 
 # llama.cpp's OpenAI-compatible server with --parallel slots, built from the llama.cpp that

@@ -14,6 +14,14 @@ with a real model (`tiny` by default) and checks the file afterwards:
   uninterrupted run's. Episode and fact counts are reported beside the
   uninterrupted run's: a resumed run partitions from where it stopped, so
   its windows, and the episodes cut from them, may differ.
+- **build kills**: `ingest --build later`, then `nemori build --background`
+  killed with SIGKILL at a seeded random moment, then `nemori build` again.
+  Checked as above, and more: the episodes (which messages, cut where)
+  equal those of one uninterrupted background build of the same input
+  (pipeline/plan.py keeps a window's cut across the kill). Whether the
+  model's words (titles, narratives, facts) are the same too is reported,
+  not required: llama.cpp's arithmetic depends on which prompt prefix its KV
+  cache holds, and a resumed process starts with none.
 - **writers**: N `ingest` processes started together on one file, each with
   its own user (and, with --same-user, N copies of one user's chat).
   Checked: every exit 0, no traceback, nothing lost or doubled.
@@ -112,6 +120,97 @@ def kill_trial(rng: random.Random, work: Path, env: dict, mode: str, reference_s
     return {"mode": mode, "signal": signal.Signals(sig).name, "after_s": round(delay, 2), "interrupted": interrupted, "exit": code, **state}
 
 
+def memory_of(path: Path) -> dict:
+    """What a memory holds, by content (no ids or times of writing): what a resumed build must equal."""
+    conn = apsw.Connection(str(path))
+    episodes = conn.execute(
+        "SELECT e.title, e.narrative, e.boundary, (SELECT group_concat(m.msg_key, ' ') FROM messages m WHERE m.episode_id = e.id) "
+        "FROM episodes e WHERE e.status = 'active' ORDER BY e.start_ts, e.title"
+    ).fetchall()
+    facts = conn.execute("SELECT text, status FROM facts ORDER BY text, status").fetchall()
+    conn.close()
+    return {"episodes": [list(e) for e in episodes], "facts": [list(f) for f in facts]}
+
+
+def _background(db: Path, env: dict) -> int | None:
+    """`nemori build --background`: the worker's pid (None when nothing was pending)."""
+    code, out, err = _run(["build", "--background", "--db", str(db), "--json"], env)
+    if code != 0:
+        raise SystemExit(f"build --background failed ({code}): {err.strip()[-300:]}")
+    return json.loads(out)["pid"]
+
+
+def _run(args: list[str], env: dict) -> tuple[int, str, str]:
+    proc = nemori(args, env)
+    out, err = proc.communicate(timeout=1800)
+    return proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+
+
+def _wait_gone(pid: int, timeout: float = 1800) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+    raise SystemExit(f"the background build {pid} did not end in {timeout:.0f} s")
+
+
+def build_reference(work: Path, env: dict) -> dict:
+    """`ingest --build later`, then one uninterrupted background build: the memory every killed build must end with."""
+    db = work / "reference-build.db"
+    code, _, err = _run(["ingest", str(INPUT), "--db", str(db), "--build", "later", "--quiet"], env)
+    if code != 0:
+        raise SystemExit(f"ingest --build later failed ({code}): {err.strip()[-300:]}")
+    started = time.perf_counter()
+    pid = _background(db, env)
+    if pid:
+        _wait_gone(pid)
+    seconds = time.perf_counter() - started
+    return {"seconds": round(seconds, 1), **check(db, _lines(INPUT), "native"), "memory": memory_of(db)}
+
+
+def build_kill_trial(rng: random.Random, work: Path, env: dict, reference_run: dict) -> dict:
+    """The background build killed (SIGKILL) at a random moment, then `nemori build` again: nothing lost or doubled, the same memory."""
+    db = work / f"build-kill-{rng.randrange(10**9)}.db"
+    delay = rng.uniform(0.5, max(1.0, reference_run["seconds"] * 0.9))
+    _run(["ingest", str(INPUT), "--db", str(db), "--build", "later", "--quiet"], env)
+    pid = _background(db, env)
+    time.sleep(delay)
+    interrupted = False
+    if pid:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            interrupted = True
+        except ProcessLookupError:
+            pass  # it had finished
+        _wait_gone(pid)
+    pending_after_kill = apsw.Connection(str(db)).execute("SELECT count(*) FROM messages WHERE episode_id IS NULL").fetchall()[0][0]
+    code, _, err = _run(["build", "--db", str(db), "--quiet"], env)  # what a user types to resume
+    state = check(db, _lines(INPUT), "native")
+    if code != 0:
+        state["problems"].append(f"the resumed build exited {code}: {err.strip()[-200:]}")
+    if "Traceback" in err:
+        state["problems"].append("a traceback reached the user")
+    resumed, reference_memory = memory_of(db), reference_run["memory"]
+    differs = [
+        name for name, pick in (("message groups", lambda e: e[3]), ("boundaries", lambda e: e[2]), ("titles", lambda e: e[0]), ("narratives", lambda e: e[1]))
+        if [pick(e) for e in resumed["episodes"]] != [pick(e) for e in reference_memory["episodes"]]
+    ] + (["facts"] if resumed["facts"] != reference_memory["facts"] else [])
+    # The episodes (which messages, cut where) must be the uninterrupted run's. The model's words may not be:
+    # llama.cpp's arithmetic depends on which prompt prefix its KV cache holds, and a fresh process holds none.
+    same_episodes = not {"message groups", "boundaries"} & set(differs)
+    if not same_episodes:
+        state["problems"].append(f"the resumed build cut other episodes than the uninterrupted one ({', '.join(differs)} differ)")
+    for path in (db, Path(str(db) + "-wal"), Path(str(db) + "-shm")):
+        path.unlink(missing_ok=True)
+    return {
+        "after_s": round(delay, 2), "interrupted": interrupted, "pending_after_kill": pending_after_kill, "same_episodes": same_episodes,
+        "same_text": not differs, "differs": differs, "facts_uninterrupted": len([f for f in reference_memory["facts"] if f[1] == "active"]), **state,
+    }  # fmt: skip
+
+
 def writers_trial(work: Path, env: dict, count: int, same_user: bool) -> dict:
     db = work / f"writers-{count}-{'same' if same_user else 'users'}.db"
     started = time.perf_counter()
@@ -144,6 +243,7 @@ def reference(work: Path, env: dict, mode: str) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kills", type=int, default=50, help="kill trials in all (split between the modes)")
+    parser.add_argument("--build-kills", type=int, default=10, help="trials of `build --background` killed with SIGKILL, then resumed")
     parser.add_argument("--modes", default="native,amem")
     parser.add_argument("--writers", default="2,4", help="concurrent ingest processes per writers trial (empty: none)")
     parser.add_argument("--seed", type=int, default=1)
@@ -154,7 +254,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, help="JSON record of every trial")
     args = parser.parse_args()
     if args.quick:
-        args.kills, args.writers, args.messages = 4, "2", args.messages or 12
+        args.kills, args.writers, args.messages, args.build_kills = 4, "2", args.messages or 12, 0  # build kills: tests/integration/test_build_later.py
     rng = random.Random(args.seed)
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("NEMORI_") or k == "NEMORI_CACHE_DIR"}, "NEMORI_MODEL": args.model}
     modes = args.modes.split(",")
@@ -179,12 +279,26 @@ def main() -> int:
             print(f"kill {i + 1}/{args.kills}: {kills[-1]['mode']} {kills[-1]['signal']} after {kills[-1]['after_s']} s: "
                   f"{'ok' if not kills[-1]['problems'] else kills[-1]['problems']}", file=sys.stderr)
         record["kills"] = kills
+        builds: list[dict] = []
+        if args.build_kills:
+            record["build_reference"] = build_reference(work, env)
+            for i in range(args.build_kills):
+                builds.append(build_kill_trial(rng, work, env, record["build_reference"]))
+                print(f"build kill {i + 1}/{args.build_kills}: after {builds[-1]['after_s']} s, {builds[-1]['pending_after_kill']} pending: "
+                      f"{'ok' if not builds[-1]['problems'] else builds[-1]['problems']}", file=sys.stderr)
+            record["build_reference"].pop("memory")
+        record["build_kills"] = builds
         record["writers"] = [writers_trial(work, env, int(n), same) for n in args.writers.split(",") if n for same in (False, True)]
-    failed = [t for t in record["kills"] + record["writers"] if t["problems"]]
+    failed = [t for t in record["kills"] + record["build_kills"] + record["writers"] if t["problems"]]
     record["summary"] = {
         "kill_trials": len(record["kills"]),
         "interrupted": sum(t["interrupted"] for t in record["kills"]),
         "kill_trials_with_problems": sum(bool(t["problems"]) for t in record["kills"]),
+        "build_kill_trials": len(record["build_kills"]),
+        "build_kills_interrupted": sum(t["interrupted"] for t in record["build_kills"]),
+        "build_kills_with_problems": sum(bool(t["problems"]) for t in record["build_kills"]),
+        "build_kills_same_episodes": sum(t["same_episodes"] for t in record["build_kills"]),
+        "build_kills_same_text": sum(t["same_text"] for t in record["build_kills"]),
         "writer_trials": len(record["writers"]),
         "writer_trials_with_problems": sum(bool(t["problems"]) for t in record["writers"]),
     }

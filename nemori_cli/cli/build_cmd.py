@@ -128,7 +128,7 @@ def start_background(build_lock, settings, json_out: bool, *, quiet: bool = Fals
     if holder is not None:
         raise NemoriError(_running(holder, settings))
     with Memory.from_settings(settings) as memory:
-        pending = memory.build_state(eta=False).pending  # a missing database is refused here, in this process
+        pending = memory.pending()  # a missing database is refused here, in this process, as the foreground build refuses it
     if not pending:
         if json_out:
             print_json({"background": False, "pid": None, "log": None, "finished": True, "db": settings.store_name, "user": settings.user})

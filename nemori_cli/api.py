@@ -28,7 +28,7 @@ from typing import Any, BinaryIO, Literal
 from nemori_cli import deps
 from nemori_cli.config import Settings
 from nemori_cli.domain import Answer, Episode, Fact, Hit, IncomingMessage, Note
-from nemori_cli.errors import ConfigError, InputError, StoreError
+from nemori_cli.errors import ConfigError, InputError, NemoriError, StoreError
 from nemori_cli.importers.collect import Imported
 from nemori_cli.importers.selection import Selection, choose
 from nemori_cli.pipeline.built import BuildState
@@ -236,9 +236,55 @@ class Memory:
         pipeline = self._pipeline(session)
         added = pipeline.add_messages(incoming, namespace)
         changed = self._changed(session, incoming, namespace, on_stored)
-        report = pipeline.process(flush=flush, progress=progress, max_tokens=max_tokens, workers=self.settings.workers)
+        report = self._build_rounds(session, pipeline, flush=flush, progress=progress, max_tokens=max_tokens)
+        if report is None:  # another process is building this memory: it builds these too (pipeline/lock.py)
+            report = IngestReport(pending=self._backlog(session), left_to_running_build=True)
         report.read, report.added, report.changed = len(incoming), added, len(changed)
         return IngestResult.of(report, changed)
+
+    def _build_rounds(self, session: deps.Session, pipeline, *, flush: bool, progress: Progress | None, max_tokens: int | None, stop: threading.Event | None = None):
+        """Build under this memory's build lock until nothing is pending; None when another process holds the lock.
+
+        The lock is released and the pending messages looked at again, in that
+        order: a message stored meanwhile by a run that found the lock held
+        (and so left it to this build) is built here, or by that run if it
+        takes the lock first. An unwritable cache directory builds without
+        the lock (the database needs none).
+        """
+        build_lock = self._lock()
+        total: IngestReport | None = None
+        while True:
+            taken = build_lock.acquire(user=self.user)
+            if taken is False:
+                return total  # another builder holds it: the rest is its work
+            try:
+                build_lock.note(user=self.user, state="building")
+                left = None if max_tokens is None else max_tokens - (total.tokens_used if total else 0)
+                report = pipeline.process(flush=flush, progress=progress, max_tokens=left, workers=self.settings.workers)
+            finally:
+                build_lock.release()
+            if total is None:
+                total = report
+            else:
+                total.add(report)
+            made = report.episodes + report.merged + report.notes
+            if not flush or report.stopped_by_budget or (stop is not None and stop.is_set()) or not made:
+                break
+            total.pending = self._backlog(session)
+            if not total.pending or (left is not None and total.tokens_used >= max_tokens):
+                break
+        total.pending = self._backlog(session)
+        return total
+
+    def _lock(self):
+        from nemori_cli.pipeline import lock
+
+        return lock.BuildLock(lock.path_for(self.settings))
+
+    def _backlog(self, session: deps.Session) -> int:
+        from nemori_cli.memory.profile import resolve
+
+        return resolve(session.db, {}).mode.backlog(session.db, self.user).messages
 
     def _store_only(self, session: deps.Session, incoming: list[IncomingMessage], namespace: str, on_stored) -> IngestResult:
         """`ingest(build=False)`: stored and indexed, searchable now; the memory is built later."""
@@ -275,11 +321,17 @@ class Memory:
         session = self._session("write")  # building never creates a database
         if self.pending() == 0:
             return IngestResult.of(IngestReport())
+        holder = self._lock().holder()
+        if holder is not None:  # refused before the model loads
+            raise BuildRunning(self.settings.store_name, self.user, holder.pid)
         session.llm  # the model first, then the embedder, as ingest loads them
         pipeline = self._pipeline(session)
         if stop is not None:
             pipeline.cancel = stop
-        report = pipeline.process(flush=True, progress=progress, max_tokens=max_tokens, workers=self.settings.workers)
+        report = self._build_rounds(session, pipeline, flush=True, progress=progress, max_tokens=max_tokens, stop=stop)
+        if report is None:  # another build took the lock between the look above and this run's turn
+            holder = self._lock().holder()
+            raise BuildRunning(self.settings.store_name, self.user, holder.pid if holder else None)
         return IngestResult.of(report)
 
     def flush(self, *, max_tokens: int | None = None, progress: Progress | None = None) -> IngestResult:
@@ -289,9 +341,9 @@ class Memory:
     def build_state(self, *, eta: bool = True) -> BuildState:
         """How much of this memory is built: pending messages, built through when, the time the rest needs, a running build."""
         from nemori_cli.memory.profile import resolve
-        from nemori_cli.pipeline import built, lock
+        from nemori_cli.pipeline import built
 
-        holder = lock.BuildLock(lock.path_for(self.settings)).holder()
+        holder = self._lock().holder()
         if not deps.store_exists(self.settings):
             return BuildState(0, None, None, worker_pid=holder.pid if holder else None)
         db = self._session("read").db
@@ -519,6 +571,15 @@ class Memory:
             raise ConfigError(f"unknown search option {', '.join(unknown)}; expected some of {', '.join(SearchOptions.__dataclass_fields__)}")
         options = replace(options, **overrides)
         return replace(options, as_of=_moment(as_of)) if as_of is not None else options
+
+
+class BuildRunning(NemoriError):
+    """Another process is building this memory (it holds the build lock): exit 1, with its pid."""
+
+    def __init__(self, store: str, user: str, pid: int | None):
+        who = f"pid {pid}" if pid else "a process starting up"
+        super().__init__(f"a build of {store} for user {user} is already running ({who}); `nemori build --stop` stops it")
+        self.pid = pid
 
 
 def ingest_users(

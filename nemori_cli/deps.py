@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from nemori_cli.config import LLMPreset, Settings, api_key_from_env, load_presets, resolve_embedder, resolve_llm
 from nemori_cli.embed.base import Embedder, identity
-from nemori_cli.errors import ModelError
+from nemori_cli.errors import ConfigError, ModelError
 from nemori_cli.llm.base import ChatBackend, StructuredLLM
 from nemori_cli.modelfiles import embedder_path, gguf_path
 from nemori_cli.store.db import Database, refuse_foreign, refuse_read_only, refuse_unusable
@@ -49,7 +49,10 @@ def build_eta(settings: Settings, db: Database, *, window: int = 20):
     """A BuildState's estimate (pipeline/built.Eta): the model time a backlog needs at the best-known rates of the model that builds."""
     from nemori_cli.estimate import estimate
 
-    rates = build_rates(settings, db)
+    try:
+        rates = build_rates(settings, db)
+    except ConfigError:
+        return None  # a model named that no preset knows: no estimate, and nothing else refused for it here
 
     def eta(backlog, profile) -> tuple[float, str]:
         if not backlog.messages:

@@ -62,7 +62,7 @@ AMEM_STAGES: dict[str, StageCost] = {
 
 
 # Storing and indexing an export with `ingest --build later` (no model loaded): a fixed start (imports, the
-# embedder loaded, the input read) and a rate per new message, embedding included. Measured on the generated
-# 200-conversation ChatGPT export with the default embedder; docs/PERFORMANCE.md, "Searchable first".
-STORE_START_SECONDS = 12.0
-STORE_MESSAGES_PER_SECOND = 60.0
+# embedder loaded, the input read) and a rate per new message, embedding included. Fitted to two runs on the
+# generated ChatGPT export (20 and 200 conversations) with the default embedder: docs/PERFORMANCE.md, section 11.
+STORE_START_SECONDS = 5.0
+STORE_MESSAGES_PER_SECOND = 42.0

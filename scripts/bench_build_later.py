@@ -88,7 +88,7 @@ def main() -> int:
     started = time.perf_counter()
     worker = nemori("build", "--background", "--db", str(later), env=env)[1]
     looks = []
-    while alive(worker["pid"]):
+    while worker["pid"] and alive(worker["pid"]):
         time.sleep(args.every)
         built = nemori("stats", "--db", str(later), env=env)[1]["built"]
         looks.append({"t_s": round(time.perf_counter() - started, 1), **built})

@@ -7,7 +7,7 @@ before it), so building the newest conversations first would let an old fact
 retire a newer one. What a user needs first, the recent conversations, is
 answerable from their raw turns before any of it is built.
 
-One build per database (pipeline/lock.py). `--background` starts the same
+One build per memory, a store and a user (pipeline/lock.py). `--background` starts the same
 command detached, with its output in a log file in nemori's cache directory;
 `--stop` asks it (SIGTERM) to stop after the episode in hand. A `kill -9`
 loses nothing: every episode is one transaction, and the next `build` goes on
@@ -32,9 +32,10 @@ from nemori_cli.cli.ingest import MaxTokens, Neighbours, check_budget, prepare_c
 from nemori_cli.cli.progress import wanted
 from nemori_cli.cli.render import print_json
 
-# How long `--background` waits to see its worker take the lock (it does so before loading any model),
-# and how long `--stop` waits for the worker to finish the episode in hand.
-START_WAIT_S = 20.0
+# How long `--background` waits to see its worker take the lock and load its model (so a model that
+# cannot load is one line here, not only in the log), and how long `--stop` waits for the worker to
+# finish the episode in hand.
+START_WAIT_S = 120.0
 STOP_WAIT_S = 300.0
 
 
@@ -71,25 +72,21 @@ def build_cmd(
     elif background:
         start_background(build_lock, settings, json_out, max_tokens=max_tokens, neighbours=neighbours, window=window)
     else:
-        foreground(build_lock, settings, json_out, max_tokens=max_tokens, neighbours=neighbours, window=window, show_progress=wanted(progress))
+        foreground(settings, json_out, max_tokens=max_tokens, neighbours=neighbours, window=window, show_progress=wanted(progress))
 
 
-def _running(holder, settings) -> str:
-    return f"a build of {settings.store_name} is already running (pid {holder.pid}, user {holder.user}); `nemori build --stop` stops it"
+def foreground(settings, json_out: bool, *, max_tokens, neighbours: int, window: int, show_progress: bool) -> None:
+    """Build now, in this process; the lock is taken by Memory.build (a running build is refused before the model loads)."""
+    from nemori_cli.api import BuildRunning, Memory
 
-
-def foreground(build_lock, settings, json_out: bool, *, max_tokens, neighbours: int, window: int, show_progress: bool) -> None:
-    from nemori_cli.api import Memory
-    from nemori_cli.errors import NemoriError
-
-    if not build_lock.acquire(user=settings.user):
-        raise NemoriError(_running(build_lock.holder(), settings))
     stop = threading.Event()
     # SIGTERM (`build --stop`) ends the run between two units of work, never inside one.
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
         with Memory.from_settings(settings, window=window, neighbours=neighbours) as memory:
             state = memory.build_state()
+            if state.worker_pid is not None:
+                raise BuildRunning(settings.store_name, settings.user, state.worker_pid)
             if state.pending:
                 if show_progress:  # beside the bar: the estimate it starts from, before the bar's own rate takes over
                     sys.stderr.write(f"nemori: {_plan_line(state)}\n")
@@ -100,7 +97,6 @@ def foreground(build_lock, settings, json_out: bool, *, max_tokens, neighbours: 
             after = memory.build_state(eta=False)
     finally:
         signal.signal(signal.SIGTERM, previous)
-        build_lock.release()
     if stop.is_set():
         sys.stderr.write(f"nemori: stopped as asked; {result.report.pending} messages pending: `nemori build` resumes\n")
     print_report(result.report, None, json_out, max_tokens, core=core, built=after.as_json())
@@ -118,15 +114,20 @@ def log_path(build_lock) -> Path:
     return build_lock.path.with_suffix(".log")
 
 
-def start_background(build_lock, settings, json_out: bool, *, quiet: bool = False, max_tokens, neighbours: int, window: int) -> None:
-    """Start `nemori build` detached (its own session, so the terminal's Ctrl-C and hang-up do not reach it) and see it take the lock."""
-    from nemori_cli.api import Memory
+def start_background(build_lock, settings, json_out: bool, *, quiet: bool = False, max_tokens, neighbours: int, window: int) -> dict | None:
+    """Start `nemori build` detached (its own session, so the terminal's Ctrl-C and hang-up do not reach it) and see it load its model and take the lock.
+
+    Returns the worker's pid and log (None when nothing was pending).
+    """
+    from nemori_cli import deps
+    from nemori_cli.api import BuildRunning, Memory
     from nemori_cli.config import child_environment
     from nemori_cli.errors import NemoriError
 
     holder = build_lock.holder()
     if holder is not None:
-        raise NemoriError(_running(holder, settings))
+        raise BuildRunning(settings.store_name, settings.user, holder.pid)
+    deps.llm_preset(settings)  # an unknown --model is refused here, not only in the worker's log
     with Memory.from_settings(settings) as memory:
         pending = memory.pending()  # a missing database is refused here, in this process, as the foreground build refuses it
     if not pending:
@@ -134,7 +135,7 @@ def start_background(build_lock, settings, json_out: bool, *, quiet: bool = Fals
             print_json({"background": False, "pid": None, "log": None, "finished": True, "db": settings.store_name, "user": settings.user})
         elif not quiet:
             sys.stdout.write("nothing is pending: the memory is built\n")
-        return
+        return None
     log = log_path(build_lock)
     log.parent.mkdir(parents=True, exist_ok=True)
     args = [sys.executable, "-m", "nemori_cli", "build", "--quiet", "--user", settings.user, "--window", str(window), "--neighbours", str(neighbours)]
@@ -151,8 +152,8 @@ def start_background(build_lock, settings, json_out: bool, *, quiet: bool = Fals
     deadline = time.monotonic() + START_WAIT_S
     while time.monotonic() < deadline:
         holder = build_lock.holder()
-        if holder is not None and holder.pid == child.pid:
-            break
+        if holder is not None and holder.pid == child.pid and holder.state == "building":
+            break  # the lock taken and the model loaded: what can fail at once has not
         code = child.poll()
         if code is not None:  # done already (nothing pending), or refused: its last line says why
             last = _last_line(log)
@@ -160,10 +161,11 @@ def start_background(build_lock, settings, json_out: bool, *, quiet: bool = Fals
                 raise NemoriError(f"the background build stopped at once (exit {code}): {last}")
             if not quiet:
                 _say_started(json_out, child.pid, log, settings, finished=True)
-            return
+            return {"pid": child.pid, "log": str(log), "finished": True}
         time.sleep(0.1)
     if not quiet:
         _say_started(json_out, child.pid, log, settings, finished=False)
+    return {"pid": child.pid, "log": str(log), "finished": False}
 
 
 def _say_started(json_out: bool, pid: int, log: Path, settings, *, finished: bool) -> None:
@@ -188,17 +190,26 @@ def _last_line(log: Path) -> str:
 
 
 def _stop(build_lock, settings, json_out: bool) -> None:
+    from nemori_cli.errors import NemoriError
+
     holder = build_lock.holder()
+    for _ in range(50):  # a holder that has just taken the lock writes its pid a moment later
+        if holder is None or holder.pid is not None:
+            break
+        time.sleep(0.02)
+        holder = build_lock.holder()
     if holder is None or holder.pid is None:
         if json_out:
             print_json({"stopped": False, "running": False, "db": settings.store_name})
         else:
-            sys.stderr.write(f"nemori: no build is running on {settings.store_name}\n")
+            sys.stderr.write(f"nemori: no build is running on {settings.store_name} for user {settings.user}\n")
         return
     try:
         os.kill(holder.pid, signal.SIGTERM)
     except ProcessLookupError:
         pass  # it ended between the look and the signal
+    except PermissionError:
+        raise NemoriError(f"the build of {settings.store_name} (pid {holder.pid}) belongs to another system user; this one may not stop it") from None
     deadline = time.monotonic() + STOP_WAIT_S
     while time.monotonic() < deadline and build_lock.holder() is not None:
         time.sleep(0.2)

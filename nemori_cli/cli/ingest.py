@@ -262,7 +262,10 @@ def ingest(
         dry.render(plan, source, json_out)
         return
     method = _method(memory, distill, integrate, facts, index, partition)
-    when = _when(build, settings, incoming, namespace, window, lambda store: _profile(store, settings, memory, distill, integrate, facts, index, partition))
+    if not flush and build in (BuildWhen.later, BuildWhen.background):
+        raise ConfigError(f"--no-flush keeps the tail pending while episodes are made now; with --build {build.value} nothing is made now: drop one of them")
+    when = BuildWhen.now if not flush else build  # --no-flush asks for episodes now, all but the tail
+    when = _when(when, settings, incoming, namespace, window, lambda store: _profile(store, settings, memory, distill, integrate, facts, index, partition))
     if when != BuildWhen.now:
         _store_only(settings, imported, method, window, neighbours, when, source, json_out, read_as, max_tokens)
         return
@@ -299,25 +302,28 @@ def _store_only(settings, imported, method: dict, window: int, neighbours: int, 
         result = target.ingest(imported, build=False, on_stored=lambda ids: warn_changed(len(ids), list(ids)))
         state = target.build_state()
     report = result.report
+    worker = None
+    if when == BuildWhen.background and state.pending and state.worker_pid is None:
+        from nemori_cli.cli import build_cmd
+        from nemori_cli.pipeline import lock
+
+        # Started before the report is printed: a worker that cannot start is the one line this command ends with.
+        worker = build_cmd.start_background(lock.BuildLock(lock.path_for(settings)), settings, json_out=False, quiet=True, max_tokens=max_tokens, neighbours=neighbours, window=window)
     if json_out:
-        print_json({"source": source, **read_as, **vars(report), "seconds": round(report.seconds, 2), "core": None, "build": when.value, "built": state.as_json()})
+        print_json({"source": source, **read_as, **vars(report), "seconds": round(report.seconds, 2), "core": None, "build": when.value, "built": state.as_json(), "worker": worker})
     else:
         from nemori_cli.pipeline.built import clock
 
         console().print(f"read {report.read} messages ({report.added} new) from {source} and stored them in {report.seconds:.1f} s: searchable now", soft_wrap=True)
         if state.pending:
             eta = f" (about {clock(state.eta_seconds)} of model time at {state.eta_source} rates)" if state.eta_seconds is not None else ""
-            how = "building them in the background" if when == BuildWhen.background else "`nemori build` builds them (`--background` to run it behind)"
+            if state.worker_pid is not None:
+                how = f"the build already running (pid {state.worker_pid}) builds them"
+            elif worker:
+                how = f"building them in the background (pid {worker['pid']}; log {worker['log']}; `nemori build --stop` stops it)"
+            else:
+                how = "`nemori build` builds them (`--background` to run it behind)"
             console().print(f"{state.pending} messages are pending their episodes and facts{eta}; {how}", soft_wrap=True)
-    if when == BuildWhen.background and state.pending:
-        from nemori_cli.cli import build_cmd
-        from nemori_cli.pipeline import lock
-
-        build_lock = lock.BuildLock(lock.path_for(settings))
-        if build_lock.holder() is None:
-            build_cmd.start_background(build_lock, settings, json_out=False, quiet=json_out, max_tokens=max_tokens, neighbours=neighbours, window=window)
-        elif not json_out:
-            console().print("a build is already running on this database; it builds these too")
 
 
 def flush_cmd(
@@ -342,9 +348,8 @@ def flush_cmd(
     settings.workers = workers or settings.workers
     check_workers(settings)
     from nemori_cli.cli import build_cmd
-    from nemori_cli.pipeline import lock
 
-    build_cmd.foreground(lock.BuildLock(lock.path_for(settings)), settings, json_out, max_tokens=max_tokens, neighbours=neighbours, window=window, show_progress=wanted(progress))
+    build_cmd.foreground(settings, json_out, max_tokens=max_tokens, neighbours=neighbours, window=window, show_progress=wanted(progress))
 
 
 def prepare_core(memory, report) -> dict | None:

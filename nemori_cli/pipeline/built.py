@@ -25,8 +25,8 @@ from nemori_cli.store.db import Database
 @dataclass(frozen=True)
 class BuildState:
     pending: int  # messages stored (and searchable) but not yet made into memory
-    built_through: datetime | None  # every message said up to this moment is built (None: none is)
-    pending_from: datetime | None  # the oldest message not built yet (None: all are)
+    built_through: datetime | None  # every message said up to this moment is built (None: none is); UTC
+    pending_from: datetime | None  # the oldest message not built yet (None: all are); UTC
     eta_seconds: float | None = None  # LLM time to build the rest, at ``eta_source``'s rates
     eta_source: str | None = None  # rates.Rates.source: "this database", "nemori doctor", "built-in", ...
     worker_pid: int | None = None  # a `nemori build` holding this database's build lock (pipeline/lock.py)
@@ -65,16 +65,21 @@ def state(db: Database, user: str, profile: Profile, *, eta: Eta | None = None, 
     mode = profile.mode
     backlog = mode.backlog(db, user)
     first = mode.first_waiting(db, user) if backlog.messages else None
-    built_through = message_sql.last_before(db, user, first)
+    through = message_sql.last_before(db, user, first)
     seconds, source = eta(backlog, profile) if eta is not None else (None, None)
     return BuildState(
         pending=backlog.messages,
-        built_through=built_through,
-        pending_from=None if first is None else datetime.fromtimestamp(first, tz=timezone.utc),
+        built_through=_utc(through),
+        pending_from=_utc(first),
         eta_seconds=seconds,
         eta_source=source,
         worker_pid=worker_pid,
     )
+
+
+def _utc(epoch: float | None) -> datetime | None:
+    """Both moments in UTC, whatever offset (or none) the messages were stored with: they compare, and print, alike."""
+    return None if epoch is None else datetime.fromtimestamp(epoch, tz=timezone.utc)
 
 
 def _iso(moment: datetime | None) -> str | None:

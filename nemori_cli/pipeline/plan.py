@@ -25,13 +25,13 @@ from nemori_cli.store.db import Database
 
 
 def _key(user: str) -> str:
-    return f"window_plan:{user}"
+    return f"{message_sql.PLAN_META_PREFIX}{user}"
 
 
 def save(db: Database, user: str, groups: list[Group]) -> None:
     """Record the groups this window will write (caller holds the transaction); nothing for no groups."""
     if groups:
-        db.set_meta(_key(user), json.dumps([{"ids": [m.id for m in g.messages], "boundary": g.boundary} for g in groups]))
+        db.set_meta(_key(user), json.dumps([{"ids": [m.id for m in g.messages], "keys": [m.key for m in g.messages], "boundary": g.boundary} for g in groups]))
     else:
         db.delete_meta(_key(user))
 
@@ -54,12 +54,15 @@ def left(db: Database, user: str) -> list[Group]:
     if raw is None:
         return []
     try:
-        planned = [(list(map(int, g["ids"])), str(g["boundary"])) for g in json.loads(raw)]
+        planned = [(list(map(int, g["ids"])), list(map(str, g["keys"])), str(g["boundary"])) for g in json.loads(raw)]
     except (ValueError, KeyError, TypeError):
-        return []  # unreadable: cut again (a plan is only an aid to equal resumption)
-    wanted = [i for ids, _ in planned for i in ids]
+        planned = []  # unreadable: cut again (a plan is only an aid to equal resumption)
+    wanted = [i for ids, _, _ in planned for i in ids]
     head = message_sql.pending(db, user, limit=len(wanted)) if wanted else []
-    if [m.id for m in head] != wanted:  # no longer the oldest pending messages, in this order: cut again
+    # Still the oldest pending messages, in this order, and the same ones (an id can be reused after a forget)?
+    if not planned or [(m.id, m.key) for m in head] != [pair for ids, keys, _ in planned for pair in zip(ids, keys)]:
+        with db.transaction(user=user):
+            db.delete_meta(_key(user))  # cut again
         return []
     found = {m.id: m for m in head}
-    return [Group(tuple(found[i] for i in ids), boundary) for ids, boundary in planned]
+    return [Group(tuple(found[i] for i in ids), boundary) for ids, _, boundary in planned]

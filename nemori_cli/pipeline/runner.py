@@ -86,6 +86,15 @@ class IngestReport:
     llm_calls: int = 0  # LLM calls this run wrote
     llm_failed: int = 0  # of them, those with no usable answer after every attempt
     fallbacks: int = 0  # steps that fell back deterministically (after a failed call, or a failed self-check)
+    # Another process was building this memory (it held the build lock, pipeline/lock.py): this run only
+    # stored the messages, and that build makes their memory.
+    left_to_running_build: bool = False
+
+    def add(self, later: IngestReport) -> None:
+        """Count a later round of the same run in (its pending count and budget state are the newer)."""
+        for name in ("episodes", "facts", "notes", "merged", "windows", "seconds", "tokens_used", "llm_calls", "llm_failed", "fallbacks"):
+            setattr(self, name, getattr(self, name) + getattr(later, name))
+        self.pending, self.stopped_by_budget = later.pending, later.stopped_by_budget
 
 
 def store_messages(db: Database, user: str, profile: Profile, embedder: Embedder, incoming: list[IncomingMessage], namespace: str = "") -> int:
@@ -289,6 +298,8 @@ class Pipeline:
             groups = partition(window, self.llm, self.embedder, self.partition_settings)
             if len(groups) > 1 and (more_after or not flush):
                 groups = groups[:-1]  # carried into the next window
+            if over_budget():  # stopped while the window was cut: nothing of it is narrated, and it is cut again next run
+                break
             # With a backend that takes several generations at once, the window's narrations
             # are written together first (they are independent); the rest stays one episode,
             # one transaction. A budget that stops mid-window wastes the drafts not stored.

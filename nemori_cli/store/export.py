@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from nemori_cli.errors import StoreError
 from nemori_cli.store.db import Database, now_iso
+from nemori_cli.store.messages import PLAN_META_PREFIX
 
 FORMAT = 1  # the export format's version: a reader refuses one it does not know
 FILE_LEVEL = ("meta", "schema_migrations")  # in the header, not rows
@@ -228,7 +229,8 @@ def rows(db: Database, user: str, table: Table) -> Iterator[dict]:
 
 
 def meta(db: Database) -> dict[str, str]:
-    return {r["key"]: r["value"] for r in db.query("SELECT key, value FROM meta ORDER BY key")}
+    """The file-level settings (embedder, profile, ...); a part-way build's window cut is not one (store/messages.PLAN_META_PREFIX)."""
+    return {r["key"]: r["value"] for r in db.query("SELECT key, value FROM meta ORDER BY key") if not r["key"].startswith(PLAN_META_PREFIX)}
 
 
 def users(db: Database) -> list[str]:

@@ -33,6 +33,7 @@ from nemori_cli.store import message_index
 from nemori_cli.store import notes as note_sql
 from nemori_cli.store import predictions as prediction_sql
 from nemori_cli.store.db import Database
+from nemori_cli.store.messages import PLAN_META_PREFIX
 
 # Turns a note's text into its vector: needed only to undo what a forgotten
 # note's arrival changed in its neighbours (their vectors are recomputed).
@@ -287,6 +288,7 @@ def forget_user(db: Database, user: str) -> dict[str, int]:
             counts[table] = db.conn.changes()
     db.conn.execute("DELETE FROM fact_sources WHERE fact_id IN (SELECT id FROM facts WHERE user_id = ?)", (user,))
     counts["fact_sources"] = db.conn.changes()
+    db.delete_meta(f"{PLAN_META_PREFIX}{user}")  # a part-way build's window cut names the user's messages (not counted: not memory)
     # Note links and histories have no user column: they go by the user's note ids, before the notes.
     db.conn.execute("DELETE FROM note_links WHERE note_id IN (SELECT id FROM notes WHERE user_id = ?)", (user,))
     counts["note_links"] = db.conn.changes() // 2

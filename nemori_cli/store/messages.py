@@ -12,6 +12,11 @@ from nemori_cli.stages import MESSAGE_CHARS_READ
 from nemori_cli.store.db import Database, now_iso
 
 
+# The meta row that keeps a window's cut until its episodes are written (pipeline/plan.py), one per user:
+# forgotten with the user, and left out of exports (it only lives while a build is part way).
+PLAN_META_PREFIX = "window_plan:"
+
+
 def message_key(msg: IncomingMessage, occurrence: int, namespace: str = "") -> str:
     """A stable identity: the id it came with, else a hash of what it says.
 
@@ -106,14 +111,14 @@ def first_pending_epoch(db: Database, user: str) -> float | None:
     return None if row is None or row["t"] is None else float(row["t"])
 
 
-def last_before(db: Database, user: str, epoch: float | None = None) -> datetime | None:
-    """The time of the user's newest message said before ``epoch`` (before None: of all); None when there is none."""
+def last_before(db: Database, user: str, epoch: float | None = None) -> float | None:
+    """When the user's newest message said before ``epoch`` (before None: of all) was said, in epoch seconds; None when there is none."""
     where, params = "user_id = ?", (user,)
     if epoch is not None:
         where += " AND ts_epoch < ?"
         params += (epoch,)
-    rows = db.query(f"SELECT ts FROM messages WHERE {where} ORDER BY ts_epoch DESC, id DESC LIMIT 1", params)
-    return datetime.fromisoformat(rows[0]["ts"]) if rows else None
+    row = db.one(f"SELECT max(ts_epoch) AS t FROM messages WHERE {where}", params)
+    return None if row is None or row["t"] is None else float(row["t"])
 
 
 def count_pending(db: Database, user: str) -> int:

@@ -12,14 +12,15 @@ import signal
 import subprocess
 import sys
 import time
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from nemori_cli import deps
+from nemori_cli.api import BuildRunning
 from nemori_cli.cli import ingest as ingest_cmd
 from nemori_cli.pipeline import lock, plan
-from tests.unit.fake_ingest import conversation, isolate, nemori, use_fake_answers, use_fakes, write_jsonl
+from tests.unit.fake_ingest import TOPICS, conversation, isolate, nemori, use_fake_answers, use_fakes, write_jsonl
 
 
 @pytest.fixture()
@@ -62,7 +63,7 @@ def test_ingest_without_building_stores_searchable_messages_and_loads_no_model(w
         memory.build()
         after = memory.build_state()
         assert (after.pending, after.pending_from, after.line()) == (0, None, "")
-        assert after.built_through == datetime(2023, 5, 11, 10, 3)
+        assert after.built_through == datetime(2023, 5, 11, 10, 3, tzinfo=timezone.utc)  # naive times are UTC; both moments are aware
         assert len(memory.episodes()) == 4
 
 
@@ -74,7 +75,8 @@ def test_the_built_part_is_the_oldest_and_built_through_is_its_last_message(worl
         memory.ingest(conversation(), max_tokens=1)  # the first episode, then the budget stops it
         state = memory.build_state(eta=False)
         assert state.pending == 12 and state.eta_seconds is None
-        assert state.built_through == datetime(2023, 5, 8, 10, 3) and state.pending_from.date().isoformat() == "2023-05-09"
+        assert state.built_through == datetime(2023, 5, 8, 10, 3, tzinfo=timezone.utc) and state.pending_from.date().isoformat() == "2023-05-09"
+        assert state.built_through < state.pending_from
 
 
 def test_a_build_stopped_from_another_thread_keeps_the_rest_pending(world):
@@ -153,7 +155,7 @@ def test_one_build_lock_per_store_and_a_killed_holder_frees_it(tmp_path):
     path = tmp_path / "locks" / "x.lock"
     first, second = lock.BuildLock(path), lock.BuildLock(path)
     assert first.acquire(user="ann") and not second.acquire(user="bob")
-    assert second.holder() == lock.Holder(os.getpid(), "ann")
+    assert second.holder() == lock.Holder(os.getpid(), "ann", "loading")
     first.release()
     assert second.holder() is None
     holder = subprocess.Popen(
@@ -162,7 +164,7 @@ def test_one_build_lock_per_store_and_a_killed_holder_frees_it(tmp_path):
         stdout=subprocess.PIPE,
     )  # fmt: skip
     assert holder.stdout.readline().strip() == b"held"
-    assert second.holder() == lock.Holder(holder.pid, "w") and not second.acquire(user="bob")
+    assert second.holder() == lock.Holder(holder.pid, "w", "loading") and not second.acquire(user="bob")
     holder.send_signal(signal.SIGKILL)
     holder.wait()
     assert second.holder() is None and second.acquire(user="bob")  # the kernel dropped the dead holder's lock
@@ -178,6 +180,7 @@ def test_lock_files_are_keyed_by_the_store_and_live_in_the_cache_directory(tmp_p
     assert lock.path_for(Settings.from_env(db="a.db")) == a  # the same file by another name
     assert lock.path_for(Settings.from_env(db=str(tmp_path / "b.db"))) != a
     assert a.parent == tmp_path / "cache" / "builds"
+    assert lock.path_for(Settings.from_env(db="a.db", user="bob")) != a  # one build per memory: a store and a user
 
 
 # -- the CLI ---------------------------------------------------------------------------
@@ -230,7 +233,8 @@ def test_build_refuses_while_another_process_builds_the_same_database(world):
     try:
         assert holder.stdout.readline().strip() == b"held"
         refused = nemori("build", "--db", tmp_path / "m.db")
-        assert type(refused.exception).__name__ == "NemoriError" and f"already running (pid {holder.pid}" in str(refused.exception)
+        assert isinstance(refused.exception, BuildRunning) and f"already running (pid {holder.pid})" in str(refused.exception)
+        assert refused.exception.exit_code == 1
         running = json.loads(nemori("stats", "--db", tmp_path / "m.db", "--json").stdout)["built"]
         assert running["building"] is True and running["worker_pid"] == holder.pid
         started = time.monotonic()
@@ -280,3 +284,74 @@ def test_deps_build_eta_is_zero_for_nothing_pending(world):
     tmp_path, _ = world
     eta = deps.build_eta(Settings.from_env(db=str(tmp_path / "x.db")), None)
     assert eta(Backlog(0, 0), DEFAULT)[0] == 0.0 and eta(Backlog(10, 2000), DEFAULT)[0] > 0
+
+
+def _hold(path) -> subprocess.Popen:
+    """Another process holding a build lock until killed."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", f"from nemori_cli.pipeline.lock import BuildLock; from pathlib import Path; import time\n"
+         f"assert BuildLock(Path({str(path)!r})).acquire(user='default'); print('held', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE,
+    )  # fmt: skip
+    assert holder.stdout.readline().strip() == b"held"
+    return holder
+
+
+def test_an_ingest_that_would_build_while_another_process_builds_only_stores(world):
+    from nemori_cli import Memory
+    from nemori_cli.config import Settings
+
+    tmp_path, _ = world
+    holder = _hold(lock.path_for(Settings.from_env(db=str(tmp_path / "m.db"))))
+    try:
+        with Memory(tmp_path / "m.db") as memory:
+            result = memory.ingest(conversation())
+            assert (result.added, result.episodes, result.pending, result.report.left_to_running_build) == (16, 0, 16, True)
+            with pytest.raises(BuildRunning):
+                memory.build()
+            with Memory(tmp_path / "m.db", user="bob") as bob:  # another user's memory in the same file is not held
+                assert bob.ingest(conversation()).episodes == 4
+    finally:
+        holder.kill()
+        holder.wait()
+    with Memory(tmp_path / "m.db") as memory:
+        assert memory.build().pending == 0
+
+
+def test_forget_user_drops_a_part_way_plan_and_exports_leave_plans_out(world):
+    from nemori_cli import Memory
+    from nemori_cli.store.export import meta
+
+    tmp_path, _ = world
+    with Memory(tmp_path / "m.db", partition="similarity") as memory:
+        memory.ingest(one_stretch(), max_tokens=1)
+        db = memory._session("write").db
+        assert db.get_meta("window_plan:default") is not None
+        assert not any(k.startswith("window_plan:") for k in meta(db))
+        memory.forget("user")
+        assert memory._session("write").db.get_meta("window_plan:default") is None
+
+
+def test_no_flush_with_a_build_later_is_refused_and_auto_builds_now(world):
+    from nemori_cli.errors import ConfigError
+
+    tmp_path, _ = world
+    chat = write_jsonl(tmp_path / "chat.jsonl", conversation())
+    refused = nemori("ingest", chat, "--db", tmp_path / "m.db", "--build", "later", "--no-flush")
+    assert isinstance(refused.exception, ConfigError) and "--no-flush" in str(refused.exception)
+    assert not (tmp_path / "m.db").exists()
+    longer = write_jsonl(tmp_path / "longer.jsonl", conversation(TOPICS, per_topic=5))  # 30 messages: one full window of 20
+    kept = json.loads(nemori("ingest", longer, "--db", tmp_path / "m.db", "--no-flush", "--json").stdout)
+    assert kept["episodes"] > 0 and kept["pending"] > 0 and "build" not in kept
+
+
+def test_an_unknown_model_leaves_the_estimate_out_and_nothing_else(world, monkeypatch):
+    from nemori_cli import Memory
+
+    tmp_path, _ = world
+    with Memory(tmp_path / "m.db") as memory:
+        memory.ingest(conversation(), build=False)
+    monkeypatch.setenv("NEMORI_MODEL", "no-such-model")
+    with Memory(tmp_path / "m.db") as memory:
+        state = memory.build_state()
+        assert state.pending == 16 and state.eta_seconds is None

@@ -184,6 +184,14 @@ class PgDatabase(StoreBase):
             raise
 
     def _prepare(self, create: bool) -> None:
+        # One transaction under the store lock, from the extension to the newest
+        # migration: another process sees no store or a whole one, never a
+        # store partway made (a read-only open, such as the dry run that
+        # `ingest --build auto` runs, once read `meta` before its table existed).
+        # An upgrade is likewise all or nothing.
+        from nemori_cli.store.db import now_iso
+
+        newest = max(m[0] for m in MIGRATIONS)
         with self.transaction():
             self.conn.execute(f"SELECT pg_advisory_xact_lock({_STORE_LOCK})")
             self._refuse_unusable(create)
@@ -191,18 +199,13 @@ class PgDatabase(StoreBase):
             self.conn.execute(
                 "CREATE TABLE IF NOT EXISTS schema_migrations (id INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
             )
-        newest = max(m[0] for m in MIGRATIONS)
-        applied = self._applied()
-        if applied and max(applied) > newest:
-            return  # refused by the caller, with the version
-        from nemori_cli.store.db import now_iso
-
-        for number, name, sql in MIGRATIONS:
-            if self._schema is not None and number > self._schema:
-                break
-            with self.transaction():  # the migration and its record together, under the lock (another process may have run it)
-                self.conn.execute(f"SELECT pg_advisory_xact_lock({_STORE_LOCK})")
-                if number in self._applied():
+            applied = self._applied()
+            if applied and max(applied) > newest:
+                return  # refused by the caller, with the version
+            for number, name, sql in MIGRATIONS:
+                if self._schema is not None and number > self._schema:
+                    break
+                if number in applied:
                     continue
                 self.conn.execute(sql)
                 self.conn.execute("INSERT INTO schema_migrations(id, name, applied_at) VALUES (?, ?, ?)", (number, name, now_iso()))

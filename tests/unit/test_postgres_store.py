@@ -124,6 +124,42 @@ def test_reading_a_store_that_does_not_exist_creates_nothing(world):
         assert conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'").fetchone()[0] == 0
 
 
+def test_a_store_being_made_is_not_there_for_a_reader_until_it_is_whole(world, monkeypatch):
+    """A reader (the dry run `ingest --build auto` runs) while another process makes the store sees none, never half of one.
+
+    The store was once made one migration per transaction: a reader between two
+    found `schema_migrations` and then no `meta` table (a CI failure of the
+    four-writers test). A migration that sleeps holds the maker partway.
+    """
+    import threading
+    import time
+
+    import psycopg
+
+    from nemori_cli.store import pg
+
+    _, url = world
+    slow = [*PG_MIGRATIONS[:1], (PG_MIGRATIONS[0][0] + 1000, "slow", "SELECT pg_sleep(3)")]
+    monkeypatch.setattr(pg, "MIGRATIONS", slow)
+    made: list = []
+    maker = threading.Thread(target=lambda: made.append(open_store(url)))
+    maker.start()
+    with psycopg.connect(url, autocommit=True) as conn:
+        for _ in range(100):  # until the maker is in its slow migration
+            if conn.execute("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(3)%'").fetchone()[0]:
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("the maker never reached its slow migration")
+    with pytest.raises(StoreError, match="no nemori store"):
+        open_store(url, create=False, read_only=True)
+    maker.join()
+    made[0].close()
+    reader = open_store(url, create=False, read_only=True)  # once made, it is there
+    assert reader.schema_version() == slow[-1][0]
+    reader.close()
+
+
 def test_four_concurrent_ingest_processes_lose_nothing_and_make_nothing_twice(tmp_path):
     """Two users, each ingested by two processes at once with the same messages: four writers on one store.
 

@@ -65,8 +65,17 @@ class IngestResult:
     @classmethod
     def of(cls, report: IngestReport, changed_ids: tuple[str, ...] = ()) -> IngestResult:
         return cls(
-            read=report.read, added=report.added, changed=report.changed, changed_ids=changed_ids, episodes=report.episodes,
-            merged=report.merged, facts=report.facts, notes=report.notes, pending=report.pending, seconds=report.seconds, report=report,
+            read=report.read,
+            added=report.added,
+            changed=report.changed,
+            changed_ids=changed_ids,
+            episodes=report.episodes,
+            merged=report.merged,
+            facts=report.facts,
+            notes=report.notes,
+            pending=report.pending,
+            seconds=report.seconds,
+            report=report,
         )
 
 
@@ -232,7 +241,7 @@ class Memory:
         session = self._session("create")
         if not build:
             return self._store_only(session, incoming, namespace, on_stored)
-        session.llm  # a missing model or a dead endpoint fails here, before any write
+        _ = session.llm  # a missing model or a dead endpoint fails here, before any write
         pipeline = self._pipeline(session)
         added = pipeline.add_messages(incoming, namespace)
         changed = self._changed(session, incoming, namespace, on_stored)
@@ -242,7 +251,16 @@ class Memory:
         report.read, report.added, report.changed = len(incoming), added, len(changed)
         return IngestResult.of(report, changed)
 
-    def _build_rounds(self, session: deps.Session, pipeline, *, flush: bool, progress: Progress | None, max_tokens: int | None, stop: threading.Event | None = None):
+    def _build_rounds(
+        self,
+        session: deps.Session,
+        pipeline,
+        *,
+        flush: bool,
+        progress: Progress | None,
+        max_tokens: int | None,
+        stop: threading.Event | None = None,
+    ):
         """Build under this memory's build lock until nothing is pending; None when another process holds the lock.
 
         The lock is released and the pending messages looked at again, in that
@@ -309,7 +327,9 @@ class Memory:
             on_stored(changed)
         return changed
 
-    def build(self, *, max_tokens: int | None = None, progress: Progress | None = None, stop: threading.Event | None = None) -> IngestResult:
+    def build(
+        self, *, max_tokens: int | None = None, progress: Progress | None = None, stop: threading.Event | None = None
+    ) -> IngestResult:
         """Make the memory of every pending message now, oldest first, with the database's recorded method.
 
         Resumes an interrupted ingest or build, and builds what `ingest(build=False)`
@@ -324,7 +344,7 @@ class Memory:
         holder = self._lock().holder()
         if holder is not None:  # refused before the model loads
             raise BuildRunning(self.settings.store_name, self.user, holder.pid)
-        session.llm  # the model first, then the embedder, as ingest loads them
+        _ = session.llm  # the model first, then the embedder, as ingest loads them
         pipeline = self._pipeline(session)
         if stop is not None:
             pipeline.cancel = stop
@@ -358,7 +378,7 @@ class Memory:
         `flush` passes False. `ingest` and `flush` load it themselves when needed.
         """
         check_workers(self.settings)
-        self._session("create" if create else "write").llm
+        _ = self._session("create" if create else "write").llm
 
     def pending(self) -> int:
         """Messages stored but not yet made into memory (an interrupted or budget-stopped ingest leaves some)."""
@@ -413,7 +433,13 @@ class Memory:
     # -- reading ----------------------------------------------------------
 
     def search(
-        self, query: str, *, profile: str = DEFAULT_PROFILE, options: SearchOptions | None = None, as_of: str | datetime | None = None, **overrides: Any
+        self,
+        query: str,
+        *,
+        profile: str = DEFAULT_PROFILE,
+        options: SearchOptions | None = None,
+        as_of: str | datetime | None = None,
+        **overrides: Any,
     ) -> list[Hit]:
         """Memories for ``query``, best first, without any LLM (vector and full-text search, fused).
 
@@ -426,7 +452,13 @@ class Memory:
         return self.retrieve(query, profile=profile, options=options, as_of=as_of, **overrides).hits
 
     def retrieve(
-        self, query: str, *, profile: str = DEFAULT_PROFILE, options: SearchOptions | None = None, as_of: str | datetime | None = None, **overrides: Any
+        self,
+        query: str,
+        *,
+        profile: str = DEFAULT_PROFILE,
+        options: SearchOptions | None = None,
+        as_of: str | datetime | None = None,
+        **overrides: Any,
     ) -> Retrieval:
         """`search`, with the time it took and the moment it read memory at."""
         from nemori_cli.retrieval.search import search
@@ -463,7 +495,7 @@ class Memory:
         search_options = self._options(profile, options, overrides, as_of)
         session = self._session("read")
         session.check_answer_model()  # an unknown preset is refused before anything loads
-        session.db  # then a missing database, before any endpoint is probed
+        _ = session.db  # then a missing database, before any endpoint is probed
         session.check_answer_endpoint()  # only probed: a dead endpoint fails before the embedder loads
         if search_options.core and search_options.layout == "timeline" and mode_of(session.db).reads_core:
             answer, llm = self._ask_core(session, text, search_options, _day(today))
@@ -525,13 +557,20 @@ class Memory:
         return [found[i] for i in answer.cited if i in found]
 
     def episodes(
-        self, *, include_superseded: bool = False, with_messages: bool = False, limit: int | None = None, as_of: str | datetime | None = None
+        self,
+        *,
+        include_superseded: bool = False,
+        with_messages: bool = False,
+        limit: int | None = None,
+        as_of: str | datetime | None = None,
     ) -> list[Episode]:
         """Episodes in time order (merged-away ones too with ``include_superseded``; with ``as_of``, those that had ended by then)."""
         from nemori_cli.store import episodes as episode_sql
 
         db = self._session("read").db
-        return episode_sql.list_all(db, self.user, include_superseded=include_superseded, with_messages=with_messages, limit=limit, as_of=_moment(as_of))
+        return episode_sql.list_all(
+            db, self.user, include_superseded=include_superseded, with_messages=with_messages, limit=limit, as_of=_moment(as_of)
+        )
 
     def episode(self, episode_id: int) -> Episode:
         """One episode with its messages; StoreError when this user has none with that id."""
@@ -561,14 +600,18 @@ class Memory:
 
         return stored(self._session("read").db, self.user)
 
-    def _options(self, profile: str, options: SearchOptions | None, overrides: Mapping[str, Any], as_of: str | datetime | None = None) -> SearchOptions:
+    def _options(
+        self, profile: str, options: SearchOptions | None, overrides: Mapping[str, Any], as_of: str | datetime | None = None
+    ) -> SearchOptions:
         if options is None:
             if profile not in PROFILES:
                 raise ConfigError(f"profile {profile!r} is not one of {', '.join(PROFILES)}")
             options = PROFILES[profile]
         unknown = sorted(set(overrides) - set(SearchOptions.__dataclass_fields__))
         if unknown:
-            raise ConfigError(f"unknown search option {', '.join(unknown)}; expected some of {', '.join(SearchOptions.__dataclass_fields__)}")
+            raise ConfigError(
+                f"unknown search option {', '.join(unknown)}; expected some of {', '.join(SearchOptions.__dataclass_fields__)}"
+            )
         options = replace(options, **overrides)
         return replace(options, as_of=_moment(as_of)) if as_of is not None else options
 
@@ -624,7 +667,9 @@ def ingest_users(
         for user in inputs
     }
     checked = {
-        user: (given.messages, given.namespace) if isinstance(given, Imported) else (read_messages(given, f"<messages of {user}>"), API_NAMESPACE)
+        user: (given.messages, given.namespace)
+        if isinstance(given, Imported)
+        else (read_messages(given, f"<messages of {user}>"), API_NAMESPACE)
         for user, given in inputs.items()
     }
     if not memories:
@@ -636,7 +681,7 @@ def ingest_users(
             check_workers(memory.settings)
             incoming, namespace = checked[user]
             session = memory._session("create")
-            session.llm
+            _ = session.llm
             # One embedder (and one lock around it) for every user's thread; the file's embedder was checked by the first.
             shared = shared or serialized(session.embedder)
             session.embedder = shared
@@ -708,7 +753,13 @@ def read_messages(messages: Iterable[Mapping[str, Any] | IncomingMessage], sourc
     lines: list[bytes] = []
     for i, message in enumerate(messages, 1):
         if isinstance(message, IncomingMessage):
-            message = {"speaker": message.speaker, "content": message.content, "timestamp": message.timestamp, "id": message.source_id, "session": message.session}
+            message = {
+                "speaker": message.speaker,
+                "content": message.content,
+                "timestamp": message.timestamp,
+                "id": message.source_id,
+                "session": message.session,
+            }
         if not isinstance(message, Mapping):
             raise InputError(f"{source}:{i}: a {type(message).__name__}, not a mapping; expected {{speaker, content, timestamp}}")
         row = {k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in message.items() if v is not None}
@@ -795,7 +846,7 @@ def check_workers(settings: Settings) -> None:
             raise ConfigError(
                 f"{settings.workers} workers (--workers / NEMORI_WORKERS) need an OpenAI-compatible endpoint, and model {preset.name} is a local "
                 "GGUF model that llama.cpp decodes one request at a time in this process: use 1 worker (--parallel N decodes a window's "
-                "narrations together), or serve the model with `llama-server --parallel N` and point a preset of kind \"openai\" at it"
+                'narrations together), or serve the model with `llama-server --parallel N` and point a preset of kind "openai" at it'
             )
 
 

@@ -101,8 +101,7 @@ def _llm_from(name: str, raw: dict, source: Path) -> LLMPreset:
         raise ConfigError(f"{source}: [llm.{name}] partition must be one of {', '.join(PARTITION_METHODS)}, not {raw['partition']!r}")
     if "api_key" in raw:
         raise ConfigError(
-            f"{source}: [llm.{name}] has 'api_key': keys never go in files; "
-            "name the environment variable that holds it with api_key_env"
+            f"{source}: [llm.{name}] has 'api_key': keys never go in files; name the environment variable that holds it with api_key_env"
         )
     return LLMPreset(
         name=name,
@@ -284,7 +283,7 @@ class Settings:
         model: str | None = None,
         embedder: str | None = None,
         answer_model: str | None = None,
-    ) -> "Settings":
+    ) -> Settings:
         env = os.environ
         target = db or env.get("NEMORI_DB") or str(_user_dir("data") / "nemori.db")
         db_url = target if is_store_url(target) else None

@@ -25,19 +25,31 @@ from __future__ import annotations
 
 import calendar
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
-from typing import Callable
 
 from nemori_cli.errors import ConfigError
 
 # Spelled out rather than strftime("%B") so the output never depends on locale.
-_MONTHS = ("January", "February", "March", "April", "May", "June", "July",
-           "August", "September", "October", "November", "December")
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December")
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5,
-            "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11,
-            "twelve": 12}
+_NUMBERS = {
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+}
 
 
 @dataclass(frozen=True)
@@ -143,8 +155,7 @@ _NOT_THE = r"(?<!\bthe\s)"
 # A number that is the end of a range or a decimal is vague: "two or three
 # days ago", "2-3 weeks ago", "1.5 years ago".
 _NOT_RANGE = r"(?<!\bor\s)(?<!\bto\s)(?<![-.,])"
-_NUM = (r"(?P<num>\d{1,3}|(?:a\s+)?couple(?:\s+of)?|"
-        + "|".join(sorted(_NUMBERS, key=len, reverse=True)) + ")")
+_NUM = r"(?P<num>\d{1,3}|(?:a\s+)?couple(?:\s+of)?|" + "|".join(sorted(_NUMBERS, key=len, reverse=True)) + ")"
 _WEEKDAY = "(?P<wd>" + "|".join(_WEEKDAYS) + ")"
 
 
@@ -155,6 +166,7 @@ def _rule(pattern: str) -> Callable[[_Handler], _Handler]:
         compiled = re.compile(rf"(?<!\w)(?:{pattern})(?!\w)", re.IGNORECASE)
         _RULES.append((compiled, handler))
         return handler
+
     return register
 
 
@@ -164,10 +176,18 @@ def _words(m: re.Match[str], group: int | str = 0) -> str:
 
 
 _FIXED = {
-    "today": 0, "tonight": 0, "this morning": 0, "this afternoon": 0,
-    "this evening": 0, "yesterday": -1, "last night": -1, "tomorrow": 1,
-    "the day before yesterday": -2, "day before yesterday": -2,
-    "the day after tomorrow": 2, "day after tomorrow": 2,
+    "today": 0,
+    "tonight": 0,
+    "this morning": 0,
+    "this afternoon": 0,
+    "this evening": 0,
+    "yesterday": -1,
+    "last night": -1,
+    "tomorrow": 1,
+    "the day before yesterday": -2,
+    "day before yesterday": -2,
+    "the day after tomorrow": 2,
+    "day after tomorrow": 2,
 }
 _FIXED_PATTERN = "|".join(k.replace(" ", r"\s+") for k in sorted(_FIXED, key=len, reverse=True))
 
@@ -197,8 +217,10 @@ def _in(m: re.Match[str], anchor: date) -> _Resolved:
 
 
 # "(?!\s+of)": "last week of May" names some other week.
-@_rule(rf"{_NOT_THE}(?P<rel>last|next|this\s+past|this)\s+"
-       r"(?P<span>week|weekend|month|year)(?!\s+of\b)")
+@_rule(
+    rf"{_NOT_THE}(?P<rel>last|next|this\s+past|this)\s+"
+    r"(?P<span>week|weekend|month|year)(?!\s+of\b)"
+)
 def _span(m: re.Match[str], anchor: date) -> _Resolved | None:
     rel, span = _words(m, "rel"), m["span"].lower()
     if rel == "this past" and span != "weekend":
@@ -253,7 +275,7 @@ def annotate_relative_times(text: str, anchor: datetime | date) -> str:
     for mention in find_relative_times(text, anchor):
         if text.startswith(" [", mention.end):
             continue
-        parts += [text[pos:mention.end], f" [{mention.resolved}]"]
+        parts += [text[pos : mention.end], f" [{mention.resolved}]"]
         pos = mention.end
     parts.append(text[pos:])
     return "".join(parts)

@@ -19,8 +19,9 @@ from nemori_cli.embed.base import Embedder, identity
 from nemori_cli.errors import ConfigError, ModelError
 from nemori_cli.llm.base import ChatBackend, StructuredLLM
 from nemori_cli.modelfiles import embedder_path, gguf_path
-from nemori_cli.store.db import Database, refuse_foreign, refuse_read_only, refuse_unusable
+from nemori_cli.store.contract import Store
 from nemori_cli.store.engines import open_store
+from nemori_cli.store.sqlite_files import refuse_foreign, refuse_read_only, refuse_unusable
 
 if TYPE_CHECKING:
     from nemori_cli.memory.amem import AmemSettings
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 _backends: dict[str, ChatBackend] = {}  # one model object per process, per preset
 
 
-def open_db(settings: Settings, *, create: bool = True) -> Database:
+def open_db(settings: Settings, *, create: bool = True) -> Store:
     """The store: the SQLite file, or the PostgreSQL server --db names (store/engines.py)."""
     return open_store(settings.db_url or settings.db_path, create=create)
 
@@ -45,7 +46,7 @@ def llm_preset(settings: Settings) -> LLMPreset:
     return resolve_llm(load_presets(), settings.model)
 
 
-def build_eta(settings: Settings, db: Database, *, window: int = 20):
+def build_eta(settings: Settings, db: Store, *, window: int = 20):
     """A BuildState's estimate (pipeline/built.Eta): the model time a backlog needs at the best-known rates of the model that builds."""
     from nemori_cli.estimate import estimate
 
@@ -62,7 +63,7 @@ def build_eta(settings: Settings, db: Database, *, window: int = 20):
     return eta
 
 
-def build_rates(settings: Settings, db: Database | None):
+def build_rates(settings: Settings, db: Store | None):
     """The best-known rates of the model that builds memory (rates.best), for estimates; nothing is loaded."""
     from nemori_cli import rates
 
@@ -94,7 +95,12 @@ def build_backend(preset: LLMPreset, settings: Settings) -> ChatBackend:
 
         path = gguf_path(preset, settings.cache_dir)
         backend = LlamaCppBackend(
-            path, name=preset.name, n_ctx=preset.n_ctx, n_threads=settings.threads, prefix_cache=settings.prefix_cache, parallel=settings.parallel,
+            path,
+            name=preset.name,
+            n_ctx=preset.n_ctx,
+            n_threads=settings.threads,
+            prefix_cache=settings.prefix_cache,
+            parallel=settings.parallel,
             lookup=settings.lookup,
         )
     _backends[preset.name] = backend
@@ -129,7 +135,7 @@ def check_embedder_files(settings: Settings) -> None:
     embedder_path(resolve_embedder(load_presets(), settings.embedder))
 
 
-def check_embedder_preset(settings: Settings, db: Database | None = None):
+def check_embedder_preset(settings: Settings, db: Store | None = None):
     """The embedder preset, refused if unknown or if the database was built with another one; nothing loads."""
     preset = resolve_embedder(load_presets(), settings.embedder)
     if db is not None and preset.dimensions:
@@ -137,7 +143,7 @@ def check_embedder_preset(settings: Settings, db: Database | None = None):
     return preset
 
 
-def build_embedder(settings: Settings, db: Database | None = None) -> Embedder:
+def build_embedder(settings: Settings, db: Store | None = None) -> Embedder:
     """The embedder, refused early if the database was built with another one."""
     preset = check_embedder_preset(settings, db)
     from nemori_cli.embed.sentence import SentenceTransformerEmbedder
@@ -194,7 +200,7 @@ class Session:
         return self.settings.user
 
     @cached_property
-    def db(self) -> Database:
+    def db(self) -> Store:
         if self.create and not store_exists(self.settings):
             check_embedder_files(self.settings)  # a new file is not created for a run that cannot embed
         return open_db(self.settings, create=self.create)
@@ -223,7 +229,7 @@ class Session:
         Only an endpoint: a GGUF model is loaded after the embedder, which is cheaper and may be refused first.
         """
         if answer_preset(self.settings).kind == "openai":
-            self.answer_llm
+            _ = self.answer_llm
 
     @cached_property
     def core_cache(self):
@@ -242,7 +248,14 @@ class Session:
 
         # stop_when_every_call_fails: a model that answers nothing usable stops the run, the work pending (runner.py).
         return Pipeline(
-            self.db, self.user, self.llm, self.embedder, window=window, profile=profile, semantic=semantic_settings(self.settings), notes=notes or AmemSettings(),
+            self.db,
+            self.user,
+            self.llm,
+            self.embedder,
+            window=window,
+            profile=profile,
+            semantic=semantic_settings(self.settings),
+            notes=notes or AmemSettings(),
             stop_when_every_call_fails=True,
         )
 

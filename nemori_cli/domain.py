@@ -8,13 +8,13 @@ so and naive otherwise; ``epoch`` orders both (naive read as UTC).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 
 def to_epoch(ts: datetime) -> float:
     """Seconds since 1970 for ordering; a naive timestamp is read as UTC."""
     if ts.tzinfo is None:
-        ts = ts.replace(tzinfo=timezone.utc)
+        ts = ts.replace(tzinfo=UTC)
     return ts.timestamp()
 
 

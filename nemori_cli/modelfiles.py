@@ -80,10 +80,7 @@ def gguf_path(preset: LLMPreset, cache_dir: Path) -> Path:
         return path
     missing = _missing_parts(preset.parts)
     if missing:
-        raise ModelError(
-            f"model {preset.name}: {len(missing)} of {len(preset.parts)} files not installed"
-            f"{_install_hint(preset.packages)}"
-        )
+        raise ModelError(f"model {preset.name}: {len(missing)} of {len(preset.parts)} files not installed{_install_hint(preset.packages)}")
     sources = [find_in_site_packages(p) for p in preset.parts]
     if len(sources) == 1:
         path = sources[0]
@@ -112,8 +109,7 @@ def _assemble(name: str, sources: list[Path], target: Path, sha: str) -> Path:
                         out.write(block)
         if digest.hexdigest() != sha:
             raise ModelError(
-                f"model {name}: assembled file has sha256 {digest.hexdigest()[:16]}…, "
-                f"expected {sha[:16]}…; refusing to use it"
+                f"model {name}: assembled file has sha256 {digest.hexdigest()[:16]}…, expected {sha[:16]}…; refusing to use it"
             )
         partial.replace(target)  # atomic: a half-written model is never picked up
     finally:
@@ -138,7 +134,12 @@ def embedder_path(preset: EmbedderPreset) -> str:
 def llm_availability(preset: LLMPreset, cache_dir: Path) -> tuple[bool, str]:
     """Whether a preset is usable now, cheaply (no hashing, no network)."""
     if preset.kind == "openai":
-        if preset.api_key_env and not api_key_is_set(preset.api_key_env) and "127.0.0.1" not in (preset.base_url or "") and "localhost" not in (preset.base_url or ""):
+        if (
+            preset.api_key_env
+            and not api_key_is_set(preset.api_key_env)
+            and "127.0.0.1" not in (preset.base_url or "")
+            and "localhost" not in (preset.base_url or "")
+        ):
             return False, f"${preset.api_key_env} is not set"
         return True, f"endpoint {preset.base_url} (reachability checked on use)"
     if preset.path:

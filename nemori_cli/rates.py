@@ -15,8 +15,7 @@ import tempfile
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from nemori_cli import stages
-from nemori_cli import measured
+from nemori_cli import measured, stages
 
 RATES_FILE = "rates.json"
 

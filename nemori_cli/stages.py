@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-
 # What the memory-building prompts read of one message: its first 400
 # characters (partition reads 240). A chat export's long assistant turns
 # (often 2,000+ characters) then cost what a short turn does, and the
@@ -40,7 +39,21 @@ ANSWER = Stage("answer", 120, ingest=False)  # a few words, cited (full-context 
 JUDGE = Stage("judge", 96, ingest=False)  # the bench's LLM grader (LoCoMo)
 JUDGE_YES_NO = Stage("judge", 12, ingest=False)  # the bench's LLM grader (LongMemEval)
 
-_ALL = (PARTITION, NARRATION, INTEGRATION, MERGE, PREDICTION, DISTILLATION, CONSOLIDATION, SUMMARY, NOTE, LINKING, ANSWER, JUDGE, JUDGE_YES_NO)
+_ALL = (
+    PARTITION,
+    NARRATION,
+    INTEGRATION,
+    MERGE,
+    PREDICTION,
+    DISTILLATION,
+    CONSOLIDATION,
+    SUMMARY,
+    NOTE,
+    LINKING,
+    ANSWER,
+    JUDGE,
+    JUDGE_YES_NO,
+)
 
 ORDER: tuple[str, ...] = tuple(dict.fromkeys(s.name for s in _ALL))  # each name once, in the method's order
 INGEST: tuple[str, ...] = tuple(dict.fromkeys(s.name for s in _ALL if s.ingest))

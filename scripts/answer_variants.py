@@ -29,10 +29,10 @@ from nemori_cli.bench.run import USER
 from nemori_cli.config import Settings
 from nemori_cli.domain import Hit
 from nemori_cli.retrieval.answer import Layout, answer_hits, ask
+from nemori_cli.retrieval.search import PROFILES, SearchOptions
 from nemori_cli.store import message_index
 from nemori_cli.store import messages as message_sql
-from nemori_cli.retrieval.search import PROFILES, SearchOptions
-from nemori_cli.store.db import Database
+from nemori_cli.store.sqlite import SqliteStore
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "locomo"
 
@@ -53,11 +53,20 @@ def parse_variant(text: str) -> SearchOptions:
     return replace(base, **changes)
 
 
-def evidence_hits(db: Database, evidence, turns: int) -> list[Hit]:
+def evidence_hits(db: SqliteStore, evidence, turns: int) -> list[Hit]:
     found = [m for m in message_sql.all_messages(db, USER) if m.source_id in set(evidence)]
     around = message_index.around(db, USER, found, turns)
     return [
-        Hit(kind="message", id=m.id, score=1.0, title=m.speaker, text=m.content, start=m.timestamp, end=m.timestamp, messages=tuple(around[m.id]))
+        Hit(
+            kind="message",
+            id=m.id,
+            score=1.0,
+            title=m.speaker,
+            text=m.content,
+            start=m.timestamp,
+            end=m.timestamp,
+            messages=tuple(around[m.id]),
+        )
         for m in found
     ]
 
@@ -93,21 +102,34 @@ def main() -> None:
             found = sorted((args.folder / "memories" / unit.key).glob("nemori-native-*.db"))
             if not found:
                 continue
-            db = Database(found[0], create=False)
+            db = SqliteStore(found[0], create=False)
             for q in unit.questions:
                 if "oracle=1" in variant:
                     # The gold-evidence context: the evidence turns themselves (with the same
                     # neighbours), laid out as ask lays out what it retrieves. What the model makes
                     # of the right context tells whether retrieval or the model limits the score.
-                    answer = answer_hits(llm, q.text, evidence_hits(db, q.evidence, options.turns), Layout("timeline"), today=q.today, gate=False)
+                    answer = answer_hits(
+                        llm, q.text, evidence_hits(db, q.evidence, options.turns), Layout("timeline"), today=q.today, gate=False
+                    )
                 else:
                     answer, _ = ask(db, USER, embedder, llm, q.text, options, today=q.today)
                 llm.log.drain()
                 scores = locomo.text_scores(answer.answer, q.gold, q.meta["category"])
                 recall = metrics.evidence_recall(q.evidence, _turns(db, USER, list(answer.hits)))
-                rows.append({"variant": variant, "qid": q.qid, "group": q.meta["group"], "question": q.text, "gold": q.gold,
-                             "answer": answer.answer, "context_tokens": answer.usage.prompt_tokens,
-                             "answer_ms": round(answer.answer_ms), "evidence_recall": recall, **scores})
+                rows.append(
+                    {
+                        "variant": variant,
+                        "qid": q.qid,
+                        "group": q.meta["group"],
+                        "question": q.text,
+                        "gold": q.gold,
+                        "answer": answer.answer,
+                        "context_tokens": answer.usage.prompt_tokens,
+                        "answer_ms": round(answer.answer_ms),
+                        "evidence_recall": recall,
+                        **scores,
+                    }
+                )
             db.close()
         by_group: dict[str, list[float]] = {}
         for r in rows:

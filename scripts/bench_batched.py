@@ -24,14 +24,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from nemori_cli import deps  # noqa: E402
+from nemori_cli import (
+    deps,  # noqa: E402
+    stages,  # noqa: E402
+)
 from nemori_cli.config import Settings  # noqa: E402
 from nemori_cli.importers import formats  # noqa: E402
 from nemori_cli.importers.selection import Selection  # noqa: E402
 from nemori_cli.llm.batched import Request  # noqa: E402
 from nemori_cli.llm.schema import decoder_safe  # noqa: E402
 from nemori_cli.prompts import narrative  # noqa: E402
-from nemori_cli import stages  # noqa: E402
 
 
 def prompts(count: int, size: int) -> list[list[dict]]:
@@ -41,7 +43,16 @@ def prompts(count: int, size: int) -> list[list[dict]]:
     with source.open("rb") as f:
         imported = formats.read("locomo", f, str(source), selection=Selection(()), sample="conv-26", sessions="1-5")
     rows = [
-        Message(id=i, user="bench", key=f"k{i}", speaker=m.speaker, content=m.content, timestamp=m.timestamp, source_id=m.source_id, session=m.session)
+        Message(
+            id=i,
+            user="bench",
+            key=f"k{i}",
+            speaker=m.speaker,
+            content=m.content,
+            timestamp=m.timestamp,
+            source_id=m.source_id,
+            session=m.session,
+        )
         for i, m in enumerate(imported.messages, 1)
     ]
     groups = [rows[i : i + size] for i in range(0, len(rows), size)][:count]
@@ -88,7 +99,9 @@ def main() -> int:
     grammar = backend._grammar(schema)
     tokenized = [backend._prompt(c) for c in chats]
     for width in widths:
-        decoder = BatchedDecoder(backend.llama, sequences=width, n_ctx_per_sequence=backend.n_ctx, n_threads=backend._threads, unified=args.unified)
+        decoder = BatchedDecoder(
+            backend.llama, sequences=width, n_ctx_per_sequence=backend.n_ctx, n_threads=backend._threads, unified=args.unified
+        )
         texts: list[str] = []
         prefill = decode = 0.0
         read = steps = 0

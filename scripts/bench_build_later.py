@@ -66,7 +66,19 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("NEMORI_") or k == "NEMORI_CACHE_DIR"}, "NEMORI_MODEL": args.model}
     export = work / "conversations.json"
-    subprocess.run([sys.executable, "scripts/make_chatgpt_export.py", str(export), "--conversations", str(args.conversations), "--seed", str(args.seed)], check=True, cwd=REPO)
+    subprocess.run(
+        [
+            sys.executable,
+            "scripts/make_chatgpt_export.py",
+            str(export),
+            "--conversations",
+            str(args.conversations),
+            "--seed",
+            str(args.seed),
+        ],
+        check=True,
+        cwd=REPO,
+    )
     summary: dict = {"command": " ".join(sys.argv), "conversations": args.conversations, "seed": args.seed, "model": args.model}
 
     later, now = work / "later.db", work / "now.db"
@@ -75,11 +87,23 @@ def main() -> int:
     fresh_dry = nemori("ingest", str(export), "--db", str(later), "--dry-run", env=env)[1]
     seconds, stored, _ = nemori("ingest", str(export), "--db", str(later), "--build", "later", env=env)
     save(out, "stored.json", {"wall_s": round(seconds, 1), **stored})
-    summary.update(messages=stored["added"], searchable_wall_s=round(seconds, 1), searchable_estimated_s=fresh_dry["searchable_seconds"],
-                   build_estimated_fresh_s=fresh_dry["build_seconds"], estimate_rates_fresh=fresh_dry["rates"]["source"])
+    summary.update(
+        messages=stored["added"],
+        searchable_wall_s=round(seconds, 1),
+        searchable_estimated_s=fresh_dry["searchable_seconds"],
+        build_estimated_fresh_s=fresh_dry["build_seconds"],
+        estimate_rates_fresh=fresh_dry["rates"]["source"],
+    )
     seconds, answer, _ = nemori("ask", QUESTION, "--db", str(later), env=env)
     save(out, "ask-before-build.json", {"wall_s": round(seconds, 1), **answer})
-    summary.update(ask_before_build={"question": QUESTION, "answer": answer["answer"], "wall_s": round(seconds, 1), "unbuilt_memories": answer["unbuilt_memories"]})
+    summary.update(
+        ask_before_build={
+            "question": QUESTION,
+            "answer": answer["answer"],
+            "wall_s": round(seconds, 1),
+            "unbuilt_memories": answer["unbuilt_memories"],
+        }
+    )
     save(out, "summary.json", summary)
     if args.skip_builds:
         print(json.dumps(summary, indent=1))

@@ -24,11 +24,11 @@ from nemori_cli.config import Settings
 from nemori_cli.embed.base import identity
 from nemori_cli.store import message_index
 from nemori_cli.store import messages as message_sql
-from nemori_cli.store.db import Database
+from nemori_cli.store.sqlite import SqliteStore
 
 
 def _store(path: Path, messages, embedder, with_index: bool) -> float:
-    db = Database(path)
+    db = SqliteStore(path)
     try:
         started = time.perf_counter()
         with db.transaction():
@@ -46,7 +46,9 @@ def main() -> None:
     parser.add_argument("file", type=Path)
     parser.add_argument("--sample", default="conv-26")
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--ingest-record", type=Path, help="a bench results.jsonl whose nemori build of the same messages gives the LLM time")
+    parser.add_argument(
+        "--ingest-record", type=Path, help="a bench results.jsonl whose nemori build of the same messages gives the LLM time"
+    )
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     unit = units(args.file, [args.sample], None, None, adversarial=False)[0]

@@ -29,8 +29,9 @@ from nemori_cli.domain import IncomingMessage
 from nemori_cli.embed.base import identity
 from nemori_cli.retrieval.search import SearchOptions, search
 from nemori_cli.store import messages as message_sql
-from nemori_cli.store.db import Database
 from nemori_cli.store.episodes import EpisodeDraft, add
+from nemori_cli.store.sqlite import SqliteStore
+
 
 def _vocabulary(size: int = 5000) -> tuple[list[str], list[float]]:
     """Pseudo-words with Zipf frequencies, like the words of real chat text."""
@@ -52,15 +53,12 @@ def percentile(values: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(values), q))
 
 
-def build(db: Database, user: str, n: int, dims: int, rng: random.Random) -> np.ndarray:
+def build(db: SqliteStore, user: str, n: int, dims: int, rng: random.Random) -> np.ndarray:
     vectors = np.random.default_rng(rng.randint(0, 1 << 30)).standard_normal((n, dims)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     start = datetime(2023, 1, 1)
     with db.transaction():
-        msgs = [
-            IncomingMessage("Ann", words(rng, 12), start + timedelta(minutes=i), source_id=f"{user}-{i}")
-            for i in range(n)
-        ]
+        msgs = [IncomingMessage("Ann", words(rng, 12), start + timedelta(minutes=i), source_id=f"{user}-{i}") for i in range(n)]
         message_sql.insert_messages(db, user, msgs)
         for i, m in enumerate(message_sql.pending(db, user)):
             title = words(rng, 4)
@@ -72,7 +70,7 @@ def build(db: Database, user: str, n: int, dims: int, rng: random.Random) -> np.
 def time_size(n: int, queries: int, embedder, dims: int) -> dict:
     rng = random.Random(n)
     with tempfile.TemporaryDirectory() as tmp:
-        db = Database(Path(tmp) / "bench.db")
+        db = SqliteStore(Path(tmp) / "bench.db")
         db.bind_embedder(identity(embedder), dims)
         t0 = time.perf_counter()
         vectors = build(db, "bench", n, dims, rng)

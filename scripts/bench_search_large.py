@@ -28,7 +28,6 @@ import platform
 import random
 import re
 import statistics
-import subprocess
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -150,7 +149,14 @@ def embed(count: int, bf16: bool = True, shard: tuple[int, int] = (0, 1)) -> Non
         tmp = path.with_name(f"{path.stem}.tmp{shard[0]}.npy")
         np.save(tmp, vectors)
         tmp.rename(path)
-        record = {"chunk": start // CHUNK, "texts": len(chunk), "bf16": bf16, "seconds": round(seconds, 1), "per_s": round(len(chunk) / seconds, 1), "at": datetime.now().isoformat(timespec="seconds")}
+        record = {
+            "chunk": start // CHUNK,
+            "texts": len(chunk),
+            "bf16": bf16,
+            "seconds": round(seconds, 1),
+            "per_s": round(len(chunk) / seconds, 1),
+            "at": datetime.now().isoformat(timespec="seconds"),
+        }
         with log.open("a") as f:
             f.write(json.dumps(record) + "\n")
         print(record, flush=True)
@@ -233,7 +239,7 @@ def bulk_load_pg(db, users: list[tuple[str, list[str], np.ndarray, datetime]]) -
 
     from nemori_cli.domain import IncomingMessage, to_epoch
     from nemori_cli.store.messages import keys_for
-    from nemori_cli.store.db import now_iso
+    from nemori_cli.store.sqlite import now_iso
 
     raw = db.conn.raw
     register_vector(raw)
@@ -251,12 +257,39 @@ def bulk_load_pg(db, users: list[tuple[str, list[str], np.ndarray, datetime]]) -
                 ) as copy:
                     for i, m in enumerate(msgs):
                         ts = m.timestamp.isoformat()
-                        copy.write_row((episode_id + i + 1, user, " ".join(m.content.split()[:6]), m.content, ts, ts, to_epoch(m.timestamp), to_epoch(m.timestamp), "model", stamp))
+                        copy.write_row(
+                            (
+                                episode_id + i + 1,
+                                user,
+                                " ".join(m.content.split()[:6]),
+                                m.content,
+                                ts,
+                                ts,
+                                to_epoch(m.timestamp),
+                                to_epoch(m.timestamp),
+                                "model",
+                                stamp,
+                            )
+                        )
                 with cur.copy(
                     "COPY messages (id, user_id, msg_key, source_id, session, speaker, content, ts, ts_epoch, episode_id, ingested_at) FROM STDIN"
                 ) as copy:
                     for i, (m, key) in enumerate(zip(msgs, keys)):
-                        copy.write_row((message_id + i + 1, user, key, m.source_id, m.session, m.speaker, m.content, m.timestamp.isoformat(), to_epoch(m.timestamp), episode_id + i + 1, stamp))
+                        copy.write_row(
+                            (
+                                message_id + i + 1,
+                                user,
+                                key,
+                                m.source_id,
+                                m.session,
+                                m.speaker,
+                                m.content,
+                                m.timestamp.isoformat(),
+                                to_epoch(m.timestamp),
+                                episode_id + i + 1,
+                                stamp,
+                            )
+                        )
                 with cur.copy("COPY episode_fts (rowid, title, narrative, user_id) FROM STDIN") as copy:
                     for i, m in enumerate(msgs):
                         copy.write_row((episode_id + i + 1, " ".join(m.content.split()[:6]), m.content, user))
@@ -272,7 +305,9 @@ def bulk_load_pg(db, users: list[tuple[str, list[str], np.ndarray, datetime]]) -
         raw.execute("CREATE INDEX episode_fts_tsv ON episode_fts USING gin (tsv)")
 
 
-def build(engine: str, n: int, pool: np.ndarray, texts: list[str], identity_: str, server=None, bulk: bool = True, tag: str = "") -> tuple[object, dict]:
+def build(
+    engine: str, n: int, pool: np.ndarray, texts: list[str], identity_: str, server=None, bulk: bool = True, tag: str = ""
+) -> tuple[object, dict]:
     """The store of size n (reused when a previous run finished it), and its build record."""
     from nemori_cli.store.engines import open_store
 
@@ -295,7 +330,10 @@ def build(engine: str, n: int, pool: np.ndarray, texts: list[str], identity_: st
         for t in ("episode_vec", "fact_vec", "note_vec", "message_vec"):
             db.conn.execute(f"DROP INDEX IF EXISTS {t}_hnsw")
     t0 = time.perf_counter()
-    users = [("bench", [texts[i] for i in bench_ix], bench, datetime(2023, 1, 1)), ("other", [texts[i] for i in other_ix], other, datetime(2024, 1, 1))]
+    users = [
+        ("bench", [texts[i] for i in bench_ix], bench, datetime(2023, 1, 1)),
+        ("other", [texts[i] for i in other_ix], other, datetime(2024, 1, 1)),
+    ]
     if engine == "postgresql" and bulk:
         bulk_load_pg(db, users)
         record["load"] = "COPY"
@@ -319,7 +357,9 @@ def build(engine: str, n: int, pool: np.ndarray, texts: list[str], identity_: st
         record["disk_mb"] = db.size_bytes() / 1e6
         pages = {r["name"]: r["n"] for r in db.query("SELECT name, sum(pgsize) AS n FROM dbstat GROUP BY name")} if _has_dbstat(db) else {}
         if pages:
-            record["episode_vec_mb"] = sum(v for k, v in pages.items() if k.startswith("episode_vec") and not k.startswith("episode_vec_bits")) / 1e6
+            record["episode_vec_mb"] = (
+                sum(v for k, v in pages.items() if k.startswith("episode_vec") and not k.startswith("episode_vec_bits")) / 1e6
+            )
             record["episode_vec_bits_mb"] = sum(v for k, v in pages.items() if k.startswith("episode_vec_bits")) / 1e6
     record["build_s"] = record["load_s"] + record.get("hnsw_build_s", 0.0)
     record["built_at"] = datetime.now().isoformat(timespec="seconds")
@@ -365,13 +405,10 @@ class forced:
     """Set module constants for a block (the exact baseline, a sweep's settings), then put them back."""
 
     def __init__(self, **values):
-        from nemori_cli.store import db as sqlite_engine
-        from nemori_cli.store import pg
-
-        from nemori_cli.store import index
+        from nemori_cli.store import index, pg, sqlite_vectors
 
         self.values = values
-        self.modules = [sqlite_engine, pg, index]
+        self.modules = [sqlite_vectors, pg, index]
 
     def __enter__(self):
         self.saved = []
@@ -386,7 +423,9 @@ class forced:
             setattr(m, name, value)
 
 
-def measure(engine: str, n: int, db, pool: np.ndarray, queries: np.ndarray, texts_q: list[str], model, n_queries: int, exact_queries: int = 0) -> dict:
+def measure(
+    engine: str, n: int, db, pool: np.ndarray, queries: np.ndarray, texts_q: list[str], model, n_queries: int, exact_queries: int = 0
+) -> dict:
     from nemori_cli.retrieval.search import SearchOptions, search
 
     bench, other, bench_ix, other_ix = user_vectors(n, pool)
@@ -395,13 +434,15 @@ def measure(engine: str, n: int, db, pool: np.ndarray, queries: np.ndarray, text
     rows = db.query("SELECT id, user_id FROM episodes ORDER BY id")
     by_user = {"bench": [r["id"] for r in rows if r["user_id"] == "bench"], "other": [r["id"] for r in rows if r["user_id"] == "other"]}
     id_of_row = {rid: bench_ix[i] for i, rid in enumerate(by_user["bench"])} | {rid: other_ix[i] for i, rid in enumerate(by_user["other"])}
-    truth = {u: [set(ix[j] for j in top) for top in exact_top(v, queries, 10)] for u, v, ix in (("bench", bench, bench_ix), ("other", other, other_ix))}
-    from nemori_cli.store import db as sqlite_engine
-    from nemori_cli.store import pg
+    truth = {
+        u: [set(ix[j] for j in top) for top in exact_top(v, queries, 10)]
+        for u, v, ix in (("bench", bench, bench_ix), ("other", other, other_ix))
+    }
+    from nemori_cli.store import pg, sqlite_vectors
 
     out: dict = {"engine": engine, "n": n, "queries": len(queries)}
     # The defaults this run measured: SQLite's per user, PostgreSQL's per table (every user's rows).
-    out["threshold"] = sqlite_engine.QUANTISED_MIN_ROWS if engine == "sqlite" else pg.HNSW_MIN_ROWS
+    out["threshold"] = sqlite_vectors.QUANTISED_MIN_ROWS if engine == "sqlite" else pg.HNSW_MIN_ROWS
     out["default_path"] = (
         ("sign bits + rescore" if n >= out["threshold"] else "exact (below threshold)")
         if engine == "sqlite"
@@ -424,7 +465,9 @@ def measure(engine: str, n: int, db, pool: np.ndarray, queries: np.ndarray, text
     if engine == "sqlite":
         for oversample, least in ((5, 50), (10, 100), (20, 200), (40, 400), (80, 800)):
             with forced(QUANTISED_MIN_ROWS=1, QUANTISED_OVERSAMPLE=oversample, QUANTISED_MIN_CANDIDATES=least):
-                sweep.append({"candidates_k10": max(10 * oversample, least)} | time_vector(db, "bench", queries, 10, truth["bench"], id_of_row))
+                sweep.append(
+                    {"candidates_k10": max(10 * oversample, least)} | time_vector(db, "bench", queries, 10, truth["bench"], id_of_row)
+                )
     else:
         for cands in (40, 100, 200, 400, 800):
             with forced(HNSW_MIN_ROWS=1, HNSW_CANDIDATES=cands, HNSW_LARGE_CANDIDATES=cands, HNSW_EF_SEARCH=cands):
@@ -510,7 +553,12 @@ def measure_text(db, texts_q: list[str], cached, n_unbounded: int) -> dict:
             before = [(h.kind, h.id) for h in search(db, "bench", cached, text, SearchOptions(k=10))[0]]
         overlap.append(len(set(top) & set(before)) / max(1, len(before)))
     if unbounded:
-        out |= {"unbounded_p50": statistics.median(unbounded), "unbounded_p95": pct(unbounded, 95), "top10_overlap_with_unbounded": statistics.mean(overlap), "unbounded_queries": len(unbounded)}
+        out |= {
+            "unbounded_p50": statistics.median(unbounded),
+            "unbounded_p95": pct(unbounded, 95),
+            "top10_overlap_with_unbounded": statistics.mean(overlap),
+            "unbounded_queries": len(unbounded),
+        }
     return out
 
 
@@ -571,7 +619,12 @@ def warm_search(n: int, engine: str, n_queries: int, passes: int) -> None:
     model, texts_q = embedder(), questions()[:n_queries]
     for p in range(passes):
         times = [search(db, "bench", model, text, SearchOptions(k=10))[1] for text in texts_q]
-        print(json.dumps({"engine": engine, "n": n, "pass": p + 1, "queries": len(texts_q), "p50": statistics.median(times), "p95": pct(times, 95)}), flush=True)
+        print(
+            json.dumps(
+                {"engine": engine, "n": n, "pass": p + 1, "queries": len(texts_q), "p50": statistics.median(times), "p95": pct(times, 95)}
+            ),
+            flush=True,
+        )
     db.close()
 
 
@@ -589,9 +642,12 @@ def check_bulk(n: int) -> None:
         tag = "_copy" if bulk else "_inserts"
         (CACHE / f"built-postgresql-{n}{tag}.json").unlink(missing_ok=True)
         stores[bulk], _ = build("postgresql", n, pool, texts, identity(model), server, bulk=bulk, tag=tag)
-    tables = {"episodes": "id, user_id, title, narrative, start_ts, end_ts, start_epoch, end_epoch, boundary, status",
-              "messages": "id, user_id, msg_key, source_id, session, speaker, content, ts, ts_epoch, episode_id",
-              "episode_fts": "rowid, title, narrative, user_id, tsv::text", "episode_vec": "rowid, user_id, embedding::text"}
+    tables = {
+        "episodes": "id, user_id, title, narrative, start_ts, end_ts, start_epoch, end_epoch, boundary, status",
+        "messages": "id, user_id, msg_key, source_id, session, speaker, content, ts, ts_epoch, episode_id",
+        "episode_fts": "rowid, title, narrative, user_id, tsv::text",
+        "episode_vec": "rowid, user_id, embedding::text",
+    }
     for table, cols in tables.items():
         a, b = (stores[k].query(f"SELECT {cols} FROM {table} ORDER BY 1") for k in (False, True))
         print(table, len(a), "rows", "same" if a == b else "DIFFERENT", flush=True)
@@ -607,7 +663,7 @@ def report(paths: list[Path]) -> str:
     results = []
     for path in paths:
         data = json.loads(path.read_text())
-        results += data["results"] if "results" in data else [data]
+        results += data.get("results", [data])
     results.sort(key=lambda r: (r["n"], r["engine"]))
     lines = [
         "| engine | memories (searched user + other) | vector path | vector p50 ms | p95 ms | recall@10 | exact scan p50 ms (same run) | exact / default | search without embedding p50 ms: exact / default (p95) | whole search p50 ms: exact / default (p95) | query embedding p50 ms | build s | disk MB |",
@@ -623,8 +679,15 @@ def report(paths: list[Path]) -> str:
             f"{r['store_exact']['p50']:.1f} / {r['store_auto']['p50']:.1f} ({r['store_auto']['p95']:.1f}) | "
             f"{r['search_exact']['p50']:.1f} / {r['search_auto']['p50']:.1f} ({r['search_auto']['p95']:.1f}) | {r['embed_p50']:.1f} | {build} | {b['disk_mb']:.0f} |"
         )
-    lines += ["", "Sweeps (vector path forced on, k = 10; SQLite: Hamming candidates rescored; PostgreSQL: HNSW candidates = ef_search, recall of the other user (9% of rows) beside):", ""]
-    lines += ["| engine | memories | candidates | p50 ms | p95 ms | recall@10 | other user: p50 ms | recall@10 |", "|---|---|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "Sweeps (vector path forced on, k = 10; SQLite: Hamming candidates rescored; PostgreSQL: HNSW candidates = ef_search, recall of the other user (9% of rows) beside):",
+        "",
+    ]
+    lines += [
+        "| engine | memories | candidates | p50 ms | p95 ms | recall@10 | other user: p50 ms | recall@10 |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in results:
         for row in r["sweep"]:
             other = row.get("other")
@@ -675,7 +738,14 @@ def main() -> None:
         print(report(args.paths))
         return
     if args.stage == "run":
-        run([int(x) for x in args.sizes.split(",")], args.engines.split(","), args.queries, args.json, args.exact_queries, bulk=not args.store_inserts)
+        run(
+            [int(x) for x in args.sizes.split(",")],
+            args.engines.split(","),
+            args.queries,
+            args.json,
+            args.exact_queries,
+            bulk=not args.store_inserts,
+        )
         return
     if args.stage == "warm-search":
         warm_search(args.size, args.engine, args.queries, args.passes)

@@ -62,7 +62,14 @@ def chat(user: int, messages: int, per_topic: int = 8) -> list[dict]:
         k, i = divmod(n, per_topic)
         topic = TOPICS[(user * 3 + k % 4) % len(TOPICS)]
         at = start + timedelta(days=k // 2, minutes=k * 10 + i)
-        rows.append({"id": f"u{user}-{n}", "speaker": "Ann" if i % 2 == 0 else "Bob", "content": f"Let us talk about the {topic}, point {i}.", "timestamp": at.isoformat()})
+        rows.append(
+            {
+                "id": f"u{user}-{n}",
+                "speaker": "Ann" if i % 2 == 0 else "Bob",
+                "content": f"Let us talk about the {topic}, point {i}.",
+                "timestamp": at.isoformat(),
+            }
+        )
     return rows
 
 
@@ -74,15 +81,26 @@ def memory_of(path: Path) -> dict:
         rank = {f"E{r[0]}": f"E#{i}" for i, r in enumerate(conn.execute("SELECT id FROM episodes WHERE user_id = ? ORDER BY id", (user,)))}
         rank |= {f"F{r[0]}": f"F#{i}" for i, r in enumerate(conn.execute("SELECT id FROM facts WHERE user_id = ? ORDER BY id", (user,)))}
 
-        def plain(text: str) -> str:
+        def plain(text: str, rank: dict[str, str] = rank) -> str:
             return re.sub(r"\b[EF]\d+\b", lambda m: rank.get(m.group(0), m.group(0)), text or "")
 
         out[user] = {
-            "grouping": [(k, rank.get(f"E{e}")) for k, e in conn.execute("SELECT msg_key, episode_id FROM messages WHERE user_id = ? ORDER BY ts_epoch, id", (user,))],
-            "episodes": [list(r) for r in conn.execute("SELECT title, narrative, status, boundary FROM episodes WHERE user_id = ? ORDER BY id", (user,))],
+            "grouping": [
+                (k, rank.get(f"E{e}"))
+                for k, e in conn.execute("SELECT msg_key, episode_id FROM messages WHERE user_id = ? ORDER BY ts_epoch, id", (user,))
+            ],
+            "episodes": [
+                list(r)
+                for r in conn.execute("SELECT title, narrative, status, boundary FROM episodes WHERE user_id = ? ORDER BY id", (user,))
+            ],
             "facts": [list(r) for r in conn.execute("SELECT text, status FROM facts WHERE user_id = ? ORDER BY id", (user,))],
-            "events": [[s, k, plain(d)] for s, k, d in conn.execute("SELECT stage, kind, detail FROM stage_events WHERE user_id = ? ORDER BY id", (user,))],
-            "calls": [list(r) for r in conn.execute("SELECT stage, attempts, outcome FROM llm_calls WHERE user_id = ? ORDER BY id", (user,))],
+            "events": [
+                [s, k, plain(d)]
+                for s, k, d in conn.execute("SELECT stage, kind, detail FROM stage_events WHERE user_id = ? ORDER BY id", (user,))
+            ],
+            "calls": [
+                list(r) for r in conn.execute("SELECT stage, attempts, outcome FROM llm_calls WHERE user_id = ? ORDER BY id", (user,))
+            ],
         }
     conn.close()
     return out
@@ -164,7 +182,9 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=40, help="messages per user")
     parser.add_argument("--workers", default="1,2,4,8")
     parser.add_argument("--inputs", default="users,chat", help="users, chat or both")
-    parser.add_argument("--llama-server", type=Path, help="a llama-server binary: serve --model with --parallel slots instead of the fixed-latency endpoint")
+    parser.add_argument(
+        "--llama-server", type=Path, help="a llama-server binary: serve --model with --parallel slots instead of the fixed-latency endpoint"
+    )
     parser.add_argument("--model", default="small", help="with --llama-server: the preset whose GGUF it serves")
     parser.add_argument("--parallel", type=int, default=4, help="with --llama-server: its slots")
     parser.add_argument("--out", type=Path)
@@ -183,17 +203,30 @@ def main() -> None:
         "when": datetime.now().isoformat(timespec="seconds"),
         "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip(),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
-        "endpoint": f"llama-server --parallel {args.parallel} --threads 2, preset {args.model}" if args.llama_server else f"tests/support/slow_server.py, {args.delay * 1000:g} ms per answer",
+        "endpoint": f"llama-server --parallel {args.parallel} --threads 2, preset {args.model}"
+        if args.llama_server
+        else f"tests/support/slow_server.py, {args.delay * 1000:g} ms per answer",
         "embedder": "FakeEmbedder (bag of words), no model",
         "inputs": {},
     }
-    with LlamaServer(args.llama_server, args.model, args.parallel, work / "llama-server.log") if args.llama_server else SlowServer(args.delay) as server:
+    with (
+        LlamaServer(args.llama_server, args.model, args.parallel, work / "llama-server.log")
+        if args.llama_server
+        else SlowServer(args.delay) as server
+    ):
         presets = work / "models.toml"
-        presets.write_text(f'[llm.slow]\nkind = "openai"\nbase_url = "{server.url}"\nmodel = "{args.model if args.llama_server else "slow-model"}"\ntimeout = 900\n')
+        presets.write_text(
+            f'[llm.slow]\nkind = "openai"\nbase_url = "{server.url}"\nmodel = "{args.model if args.llama_server else "slow-model"}"\ntimeout = 900\n'
+        )
         os.environ.update(NEMORI_MODELS_FILE=str(presets), NEMORI_MODEL="slow", NEMORI_CACHE_DIR=str(work / "cache"))
         os.environ.pop("NEMORI_WORKERS", None)
         users = {f"u{u}": chat(u, args.messages) for u in range(args.users)}
-        long_chat = [dict(row, id=f"c-{n}", timestamp=(datetime(2023, 5, 8, 10) + timedelta(days=n // 16, minutes=n % 16 + (n // 8) * 10)).isoformat()) for n, row in enumerate(r for u in users.values() for r in u)]
+        long_chat = [
+            dict(
+                row, id=f"c-{n}", timestamp=(datetime(2023, 5, 8, 10) + timedelta(days=n // 16, minutes=n % 16 + (n // 8) * 10)).isoformat()
+            )
+            for n, row in enumerate(r for u in users.values() for r in u)
+        ]
         source = work / "chat.jsonl"
         source.write_text("".join(json.dumps(r) + "\n" for r in long_chat))
         runs = {"users": (lambda db, w: run_users(db, users, w), args.users * args.messages, f"{args.users} users x {args.messages} messages, api.ingest_users"),

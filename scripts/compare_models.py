@@ -32,7 +32,10 @@ LOCOMO = REPO.parent / "shared" / "data" / "locomo" / "locomo-dev.json"
 def nemori(*args: str, model: str) -> dict:
     proc = subprocess.run(
         [sys.executable, "-m", "nemori_cli", *args, "--json"],
-        capture_output=True, text=True, cwd=REPO, env={**__import__("os").environ, "NEMORI_MODEL": model},
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**__import__("os").environ, "NEMORI_MODEL": model},
     )
     if proc.returncode != 0:
         raise SystemExit(f"nemori {' '.join(args)} failed: {proc.stderr.strip()}")
@@ -70,8 +73,41 @@ def measure(model: str, sample: str, sessions: str, ks=(3, 10)) -> dict:
         invented = []
         for e in episodes:
             words = set(re.findall(r"\b[A-Z][a-z]{2,}\b", e["title"] + " " + e["narrative"]))
-            stop = {"The", "They", "She", "His", "Her", "And", "But", "On", "In", "After", "During", "Both", "This", "That", "Then", "When", "While", "Their", "With"}
-            months = {"January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"}
+            stop = {
+                "The",
+                "They",
+                "She",
+                "His",
+                "Her",
+                "And",
+                "But",
+                "On",
+                "In",
+                "After",
+                "During",
+                "Both",
+                "This",
+                "That",
+                "Then",
+                "When",
+                "While",
+                "Their",
+                "With",
+            }
+            months = {
+                "January",
+                "February",
+                "March",
+                "April",
+                "May",
+                "June",
+                "July",
+                "August",
+                "September",
+                "October",
+                "November",
+                "December",
+            }
             invented.append(len([w for w in words - stop - months if w.lower() not in all_text]))
         qs = questions(sample, lo, hi)
         hits_at = {k: 0 for k in ks}
@@ -130,7 +166,8 @@ def main() -> None:
         examples = "\n\n".join(
             f"**{r['model']}**, episode {r['sample_episode']['id']} ({len(r['sample_episode']['messages'])} messages): "
             f"*{r['sample_episode']['title']}* — {r['sample_episode']['narrative']}"
-            for r in results if r["sample_episode"]
+            for r in results
+            if r["sample_episode"]
         )
         args.out.write_text(
             f"# Choosing the default model\n\nLoCoMo `{args.sample}` sessions {args.sessions} "

@@ -51,7 +51,9 @@ INPUT = EXAMPLE  # what every trial ingests: the example, or its first --message
 
 
 def nemori(args: list[str], env: dict, **kw) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "nemori_cli", *args], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-m", "nemori_cli", *args], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw
+    )
 
 
 def finish(proc: subprocess.Popen, timeout: float = 1800) -> tuple[int, str]:
@@ -67,9 +69,9 @@ def check(path: Path, messages_expected: int, mode: str) -> dict:
         "integrity": one("PRAGMA integrity_check"),
         "messages": one("SELECT count(*) FROM messages"),
         "distinct_keys": one("SELECT count(DISTINCT user_id || msg_key) FROM messages"),
-        "pending": one("SELECT count(*) FROM messages WHERE episode_id IS NULL") if mode != "amem" else one(
-            "SELECT count(*) FROM messages m WHERE NOT EXISTS (SELECT 1 FROM notes n WHERE n.message_id = m.id)"
-        ),
+        "pending": one("SELECT count(*) FROM messages WHERE episode_id IS NULL")
+        if mode != "amem"
+        else one("SELECT count(*) FROM messages m WHERE NOT EXISTS (SELECT 1 FROM notes n WHERE n.message_id = m.id)"),
         "episodes": one("SELECT count(*) FROM episodes WHERE status = 'active'"),
         "facts": one("SELECT count(*) FROM facts WHERE status = 'active'"),
         "notes": one("SELECT count(*) FROM notes"),
@@ -195,7 +197,13 @@ def build_kill_trial(rng: random.Random, work: Path, env: dict, reference_run: d
         state["problems"].append("a traceback reached the user")
     resumed, reference_memory = memory_of(db), reference_run["memory"]
     differs = [
-        name for name, pick in (("message groups", lambda e: e[3]), ("boundaries", lambda e: e[2]), ("titles", lambda e: e[0]), ("narratives", lambda e: e[1]))
+        name
+        for name, pick in (
+            ("message groups", lambda e: e[3]),
+            ("boundaries", lambda e: e[2]),
+            ("titles", lambda e: e[0]),
+            ("narratives", lambda e: e[1]),
+        )
         if [pick(e) for e in resumed["episodes"]] != [pick(e) for e in reference_memory["episodes"]]
     ] + (["facts"] if resumed["facts"] != reference_memory["facts"] else [])
     # The episodes (which messages, cut where) must be the uninterrupted run's. The model's words may not be:
@@ -254,7 +262,12 @@ def main() -> int:
     parser.add_argument("--out", type=Path, help="JSON record of every trial")
     args = parser.parse_args()
     if args.quick:
-        args.kills, args.writers, args.messages, args.build_kills = 4, "2", args.messages or 12, 0  # build kills: tests/integration/test_build_later.py
+        args.kills, args.writers, args.messages, args.build_kills = (
+            4,
+            "2",
+            args.messages or 12,
+            0,
+        )  # build kills: tests/integration/test_build_later.py
     rng = random.Random(args.seed)
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("NEMORI_") or k == "NEMORI_CACHE_DIR"}, "NEMORI_MODEL": args.model}
     modes = args.modes.split(",")
@@ -276,16 +289,22 @@ def main() -> int:
         for i in range(args.kills):
             mode = modes[i % len(modes)]
             kills.append(kill_trial(rng, work, env, mode, seconds[mode], signals[i % len(signals)]))
-            print(f"kill {i + 1}/{args.kills}: {kills[-1]['mode']} {kills[-1]['signal']} after {kills[-1]['after_s']} s: "
-                  f"{'ok' if not kills[-1]['problems'] else kills[-1]['problems']}", file=sys.stderr)
+            print(
+                f"kill {i + 1}/{args.kills}: {kills[-1]['mode']} {kills[-1]['signal']} after {kills[-1]['after_s']} s: "
+                f"{'ok' if not kills[-1]['problems'] else kills[-1]['problems']}",
+                file=sys.stderr,
+            )
         record["kills"] = kills
         builds: list[dict] = []
         if args.build_kills:
             record["build_reference"] = build_reference(work, env)
             for i in range(args.build_kills):
                 builds.append(build_kill_trial(rng, work, env, record["build_reference"]))
-                print(f"build kill {i + 1}/{args.build_kills}: after {builds[-1]['after_s']} s, {builds[-1]['pending_after_kill']} pending: "
-                      f"{'ok' if not builds[-1]['problems'] else builds[-1]['problems']}", file=sys.stderr)
+                print(
+                    f"build kill {i + 1}/{args.build_kills}: after {builds[-1]['after_s']} s, {builds[-1]['pending_after_kill']} pending: "
+                    f"{'ok' if not builds[-1]['problems'] else builds[-1]['problems']}",
+                    file=sys.stderr,
+                )
             record["build_reference"].pop("memory")
         record["build_kills"] = builds
         record["writers"] = [writers_trial(work, env, int(n), same) for n in args.writers.split(",") if n for same in (False, True)]

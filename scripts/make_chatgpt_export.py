@@ -32,7 +32,10 @@ CITIES = ("Manchester", "Edinburgh")
 
 TOPICS = [
     ("Weekend hike", "I want to plan a hike near {city} this weekend, about 15 km. What would you suggest?"),
-    ("Sourdough troubleshooting", "My sourdough came out dense again. I feed the starter once a day and bake at 230C. What am I doing wrong?"),
+    (
+        "Sourdough troubleshooting",
+        "My sourdough came out dense again. I feed the starter once a day and bake at 230C. What am I doing wrong?",
+    ),
     ("Budget for the month", "Can you help me make a monthly budget? Rent in {city} is {rent} pounds and I earn about 2,900 after tax."),
     ("Learning Spanish", "I've been doing Duolingo Spanish for three months. How do I get to actually speaking it?"),
     ("Running plan", "I'm training for a 10k in {city} in eight weeks. I can run 5k now. Can you give me a plan?"),
@@ -149,16 +152,31 @@ def conversation(rng: random.Random, index: int, total: int) -> dict:
         if turn and rng.random() < 0.1:  # an edited question: the first version is left as a branch
             b.add(node, "user", text(question + " (first draft)"), clock - 5)
         if rng.random() < 0.1:
-            part = {"content_type": "image_asset_pointer", "asset_pointer": f"file-service://file-{rng.getrandbits(48):012x}",
-                    "size_bytes": rng.randint(50_000, 900_000), "width": 1024, "height": 768}
+            part = {
+                "content_type": "image_asset_pointer",
+                "asset_pointer": f"file-service://file-{rng.getrandbits(48):012x}",
+                "size_bytes": rng.randint(50_000, 900_000),
+                "width": 1024,
+                "height": 768,
+            }
             node = b.add(node, "user", {"content_type": "multimodal_text", "parts": [part, question]}, clock)
         else:
             node = b.add(node, "user", text(question), None if rng.random() < 0.05 else clock)
         if rng.random() < 0.15:  # a search: the call and the result, both left out by the reader
-            call = b.add(node, "assistant", {"content_type": "code", "language": "unknown", "text": f"search({question[:40]!r})"},
-                         clock + 2, recipient="browser")
-            node = b.add(call, "tool", {"content_type": "tether_browsing_display", "result": "L0: search results", "summary": None},
-                         clock + 4, name="browser")
+            call = b.add(
+                node,
+                "assistant",
+                {"content_type": "code", "language": "unknown", "text": f"search({question[:40]!r})"},
+                clock + 2,
+                recipient="browser",
+            )
+            node = b.add(
+                call,
+                "tool",
+                {"content_type": "tether_browsing_display", "result": "L0: search results", "summary": None},
+                clock + 4,
+                name="browser",
+            )
         clock += rng.uniform(5, 40)
         if rng.random() < 0.25:  # regenerated: the first answer stays a branch the user left
             b.add(node, "assistant", text(assistant_turn(rng, city)), clock)

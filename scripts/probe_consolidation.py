@@ -17,15 +17,14 @@ from __future__ import annotations
 
 import argparse
 import time
+from datetime import datetime
 
 from nemori_cli import deps
 from nemori_cli.config import Settings
 from nemori_cli.errors import LLMOutputError
-from nemori_cli.stages import Stage
-from datetime import datetime
-
 from nemori_cli.prompts import consolidate as prompt
 from nemori_cli.prompts import integrate
+from nemori_cli.stages import Stage
 
 # (older, newer, outdated?) — written for this probe, not taken from any benchmark.
 PAIRS = [
@@ -47,14 +46,34 @@ PAIRS = [
 D1, D2 = datetime(2024, 5, 10, 9, 0), datetime(2024, 5, 10, 13, 0)
 # (earlier title, earlier narrative, new title, new narrative, continues?)
 EPISODES = [
-    ("Nina and Omar plan a hike", "On 10 May 2024 Nina and Omar agreed to hike Mount Tamalpais on Saturday from the Pantoll trailhead at 8.",
-     "Nina and Omar choose the trail", "Later on 10 May 2024 Nina and Omar chose the Matt Davis trail for their Saturday hike on Mount Tamalpais.", True),
-    ("Priya looks for a flat", "On 10 May 2024 Priya told Sam she was visiting two flats in Leith that week.",
-     "Priya picks a flat", "On 10 May 2024 Priya told Sam she had chosen the second flat in Leith and would sign on Monday.", True),
-    ("Caroline's support group", "On 8 May 2023 Caroline told Melanie about the LGBTQ support group she attended the day before.",
-     "Melanie's painting", "On 8 May 2023 Melanie showed Caroline the lake sunrise she painted last year.", False),
-    ("Priya looks for a flat", "On 10 May 2024 Priya told Sam she was visiting two flats in Leith that week.",
-     "Sam's job offer", "On 10 May 2024 Sam told Priya he had received a job offer from Northwind.", False),
+    (
+        "Nina and Omar plan a hike",
+        "On 10 May 2024 Nina and Omar agreed to hike Mount Tamalpais on Saturday from the Pantoll trailhead at 8.",
+        "Nina and Omar choose the trail",
+        "Later on 10 May 2024 Nina and Omar chose the Matt Davis trail for their Saturday hike on Mount Tamalpais.",
+        True,
+    ),
+    (
+        "Priya looks for a flat",
+        "On 10 May 2024 Priya told Sam she was visiting two flats in Leith that week.",
+        "Priya picks a flat",
+        "On 10 May 2024 Priya told Sam she had chosen the second flat in Leith and would sign on Monday.",
+        True,
+    ),
+    (
+        "Caroline's support group",
+        "On 8 May 2023 Caroline told Melanie about the LGBTQ support group she attended the day before.",
+        "Melanie's painting",
+        "On 8 May 2023 Melanie showed Caroline the lake sunrise she painted last year.",
+        False,
+    ),
+    (
+        "Priya looks for a flat",
+        "On 10 May 2024 Priya told Sam she was visiting two flats in Leith that week.",
+        "Sam's job offer",
+        "On 10 May 2024 Sam told Priya he had received a job offer from Northwind.",
+        False,
+    ),
 ]
 
 

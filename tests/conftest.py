@@ -2,26 +2,29 @@
 
 from __future__ import annotations
 
+import os
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
 
 from nemori_cli.domain import IncomingMessage
 from nemori_cli.embed.fake import FakeEmbedder
 from nemori_cli.llm.base import StructuredLLM
 from nemori_cli.llm.fake import FakeBackend
-from nemori_cli.store.db import Database
+from nemori_cli.store.sqlite import SqliteStore
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
-def db(request, tmp_path) -> Database:
+def db(request, tmp_path) -> SqliteStore:
     """The store on each engine: a SQLite file, then a new database on the test PostgreSQL server (tests/support/postgres.py)."""
     if request.param == "sqlite":
-        database = Database(tmp_path / "memory.db")
+        database = SqliteStore(tmp_path / "memory.db")
     else:
         from nemori_cli.store.engines import open_store
         from tests.support.postgres import new_database
@@ -57,7 +60,9 @@ def llm(backend) -> StructuredLLM:
     return StructuredLLM(backend)
 
 
-def make_messages(n: int, *, start: datetime = datetime(2023, 5, 8, 13, 0), step_s: int = 60, topic: str = "topic", speakers=("Ann", "Bob")):
+def make_messages(
+    n: int, *, start: datetime = datetime(2023, 5, 8, 13, 0), step_s: int = 60, topic: str = "topic", speakers=("Ann", "Bob")
+):
     return [
         IncomingMessage(
             speaker=speakers[i % len(speakers)],
@@ -80,9 +85,6 @@ def locomo_file() -> Path:
 # HYPOTHESIS_PROFILE=campaign runs 1000 examples per property test; the default
 # keeps tests/unit fast. No deadline: this machine is often busy, and a slow
 # example is not a wrong one.
-import os  # noqa: E402
-
-from hypothesis import HealthCheck, settings as hypothesis_settings  # noqa: E402
 
 _HOSTILE = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 hypothesis_settings.register_profile("unit", max_examples=100, **_HOSTILE)

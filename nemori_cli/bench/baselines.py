@@ -13,6 +13,7 @@ search time compare like for like.
 from __future__ import annotations
 
 import time
+
 from nemori_cli.bench.systems import ANSWER_TOKENS, Listing, Progress, Reply, Shared, Storage, System, reply
 from nemori_cli.domain import Hit, IncomingMessage, Message
 from nemori_cli.embed.base import identity
@@ -21,7 +22,7 @@ from nemori_cli.prompts.render import message_lines
 from nemori_cli.retrieval.answer import Layout, answer_hits
 from nemori_cli.store import episodes as episode_sql
 from nemori_cli.store import messages as message_sql
-from nemori_cli.store.db import Database
+from nemori_cli.store.contract import Store
 from nemori_cli.store.episodes import EpisodeDraft
 
 RAW_LIMIT = 4000  # characters per message shown: raw baselines see messages whole
@@ -32,7 +33,7 @@ OFFERED = Listing()  # the systems and groups below; bench/catalog.py registers 
 register, register_group = OFFERED.register, OFFERED.register_group
 
 
-def _store_messages(db: Database, user: str, messages: list[IncomingMessage]) -> list[Message]:
+def _store_messages(db: Store, user: str, messages: list[IncomingMessage]) -> list[Message]:
     with db.transaction():
         message_sql.insert_messages(db, user, messages)
     return message_sql.all_messages(db, user)
@@ -47,7 +48,16 @@ def _by_session(messages: list[Message]) -> list[Hit]:
         else:
             blocks.append([m])
     return [
-        Hit(kind="episode", id=i, score=0.0, title=f"session {b[0].session or i}", text="", start=b[0].timestamp, end=b[-1].timestamp, messages=tuple(b))
+        Hit(
+            kind="episode",
+            id=i,
+            score=0.0,
+            title=f"session {b[0].session or i}",
+            text="",
+            start=b[0].timestamp,
+            end=b[-1].timestamp,
+            messages=tuple(b),
+        )
         for i, b in enumerate(blocks, start=1)
     ]
 
@@ -57,7 +67,7 @@ class FullContextSystem(System):
     description = "the whole conversation in the prompt, oldest messages left out beyond the context window"
     build_key = "raw-messages"
 
-    def build(self, db: Database, user: str, messages: list[IncomingMessage], shared: Shared, progress: Progress | None) -> None:
+    def build(self, db: Store, user: str, messages: list[IncomingMessage], shared: Shared, progress: Progress | None) -> None:
         _store_messages(db, user, messages)
         if progress:
             progress(len(messages), len(messages))
@@ -89,7 +99,7 @@ class FullContextSystem(System):
                 lo = mid + 1
         return messages[lo:], lo
 
-    def answer(self, db: Database, user: str, question: str, today: str | None, shared: Shared) -> Reply:
+    def answer(self, db: Store, user: str, question: str, today: str | None, shared: Shared) -> Reply:
         started = time.perf_counter()
         everything = message_sql.all_messages(db, user)
         kept, dropped = self._fit(question, everything, today, shared)
@@ -100,7 +110,7 @@ class FullContextSystem(System):
         turns = tuple(m.source_id for m in kept if m.source_id)
         return reply(shared, answer, search_ms=search_ms, turns=turns, memories=len(hits), note=note)
 
-    def storage(self, db: Database, user: str, shared: Shared) -> Storage:
+    def storage(self, db: Store, user: str, shared: Shared) -> Storage:
         texts = [f"{m.speaker}: {m.content}" for m in message_sql.all_messages(db, user)]
         return Storage(len(texts), sum(len(t) for t in texts), sum(shared.count_tokens(t) for t in texts), {"messages": len(texts)})
 
@@ -126,7 +136,7 @@ class RagSystem(System):
                 size = tokens
         return out
 
-    def build(self, db: Database, user: str, messages: list[IncomingMessage], shared: Shared, progress: Progress | None) -> None:
+    def build(self, db: Store, user: str, messages: list[IncomingMessage], shared: Shared, progress: Progress | None) -> None:
         stored = _store_messages(db, user, messages)
         chunks = self.chunks(stored, shared)
         texts = [message_lines(c, numbered=False, limit=RAW_LIMIT) for c in chunks]
@@ -139,7 +149,7 @@ class RagSystem(System):
         if progress:
             progress(len(messages), len(messages))
 
-    def answer(self, db: Database, user: str, question: str, today: str | None, shared: Shared) -> Reply:
+    def answer(self, db: Store, user: str, question: str, today: str | None, shared: Shared) -> Reply:
         started = time.perf_counter()
         nearest = episode_sql.vector_search(db, user, shared.embedder.embed_query(question), self.top_k)
         found = episode_sql.by_ids(db, user, [i for i, _ in nearest], with_messages=True)
@@ -153,7 +163,7 @@ class RagSystem(System):
         turns = tuple(m.source_id for h in hits for m in h.messages if m.source_id)
         return reply(shared, answer, search_ms=search_ms, turns=turns, memories=len(hits))
 
-    def storage(self, db: Database, user: str, shared: Shared) -> Storage:
+    def storage(self, db: Store, user: str, shared: Shared) -> Storage:
         texts = episode_sql.chunk_texts(db, user)
         return Storage(len(texts), sum(len(t) for t in texts), sum(shared.count_tokens(t) for t in texts), {"chunks": len(texts)})
 

@@ -52,8 +52,7 @@ def judge_locomo(llm: StructuredLLM, question: str, gold: str, prediction: str) 
 
 # LongMemEval's rules, one per question type (and one for abstention), in our words.
 _RULES = {
-    "default": "Answer yes if the response contains the correct answer or is equivalent to it, "
-    "and no if it is wrong or only partly right.",
+    "default": "Answer yes if the response contains the correct answer or is equivalent to it, and no if it is wrong or only partly right.",
     "temporal-reasoning": "Answer yes if the response contains the correct answer. A count of days, "
     "weeks or months that is off by one from the correct answer still counts as yes.",
     "knowledge-update": "The information changed over time; the correct answer is the latest value. "

@@ -157,7 +157,9 @@ _ABSTAINS = re.compile(
     r"|no information|no mention|did not mention|didn't mention"
     r"|(?:cannot|can't|can not) (?:be )?(?:answer|determin|tell)\w*|unknown)\b"
 )
-_STOP = frozenset("a an the and or of to in on at for is was were be i my you your it".split())
+_STOP = frozenset(
+    ["a", "an", "the", "and", "or", "of", "to", "in", "on", "at", "for", "is", "was", "were", "be", "i", "my", "you", "your", "it"]
+)
 
 
 def abstains(prediction: str) -> bool:

@@ -12,9 +12,8 @@ from dataclasses import replace
 
 from nemori_cli.bench.systems import Listing, Progress, Reply, Shared, Storage, System, reply
 from nemori_cli.domain import IncomingMessage
-from nemori_cli.memory import modes
+from nemori_cli.memory import modes, summary
 from nemori_cli.memory.profile import DEFAULT, Profile
-from nemori_cli.memory import summary
 from nemori_cli.pipeline.runner import Pipeline
 from nemori_cli.retrieval.answer import ask
 from nemori_cli.retrieval.search import PROFILES, SearchOptions
@@ -22,7 +21,7 @@ from nemori_cli.store import episodes as episode_sql
 from nemori_cli.store import facts as fact_sql
 from nemori_cli.store import messages as message_sql
 from nemori_cli.store import notes as note_sql
-from nemori_cli.store.db import Database
+from nemori_cli.store.contract import Store
 
 PAPER_SEARCH = PROFILES["paper"]  # the paper's k, m = 2k and r
 BUDGET_SEARCH = PROFILES["budget"]  # what `nemori ask` uses by default
@@ -46,23 +45,25 @@ class NemoriSystem(System):
         if p.partition != "model":  # memories cut by the model keep the key they had before the choice existed
             self.build_key += f"-{p.partition}"
 
-    def for_model(self, partition: str) -> "NemoriSystem":
+    def for_model(self, partition: str) -> NemoriSystem:
         """This system as `nemori ingest` builds it with a model whose preset cuts episodes by ``partition``."""
         if not self.profile.mode.makes_episodes or partition == self.profile.partition:
             return self
-        twin = NemoriSystem(self.name, self.description, replace(self.profile, partition=partition), self.options, notes_only=self.notes_only)
+        twin = NemoriSystem(
+            self.name, self.description, replace(self.profile, partition=partition), self.options, notes_only=self.notes_only
+        )
         return twin
 
-    def build(self, db: Database, user: str, messages: list[IncomingMessage], shared: Shared, progress: Progress | None) -> None:
+    def build(self, db: Store, user: str, messages: list[IncomingMessage], shared: Shared, progress: Progress | None) -> None:
         pipeline = Pipeline(db, user, shared.llm, shared.embedder, profile=self.profile, semantic=shared.semantic)
         pipeline.add_messages(messages)
         pipeline.process(flush=True, progress=progress)  # resumes where an interrupted build stopped
 
-    def answer(self, db: Database, user: str, question: str, today: str | None, shared: Shared) -> Reply:
+    def answer(self, db: Store, user: str, question: str, today: str | None, shared: Shared) -> Reply:
         answer, _ = ask(db, user, shared.embedder, shared.answer_llm, question, self.options, today=today)
         return reply(shared, answer, search_ms=answer.search_ms, turns=_turns(db, user, list(answer.hits)), memories=len(answer.hits))
 
-    def storage(self, db: Database, user: str, shared: Shared) -> Storage:
+    def storage(self, db: Store, user: str, shared: Shared) -> Storage:
         episodes = episode_sql.active_texts(db, user)
         facts = fact_sql.active_texts(db, user)
         texts = episodes + facts
@@ -73,7 +74,7 @@ class NemoriSystem(System):
         notes = note_sql.list_all(db, user) if self.options.notes else []
         notes_only = self.notes_only
         if notes_only:
-            texts = texts[len(episodes):]  # A-MEM's storage alone, as the Nemori paper compares it
+            texts = texts[len(episodes) :]  # A-MEM's storage alone, as the Nemori paper compares it
         texts += [note_sql.embedding_text(n.content, n.keywords, n.tags, n.context) for n in notes]
         return Storage(
             entries=len(texts),
@@ -99,34 +100,54 @@ class CoreNemoriSystem(NemoriSystem):
     """
 
     def __init__(
-        self, name: str, description: str, profile: Profile = DEFAULT, options: SearchOptions = PAPER_SEARCH, *, tail: int | None = None, **shape
+        self,
+        name: str,
+        description: str,
+        profile: Profile = DEFAULT,
+        options: SearchOptions = PAPER_SEARCH,
+        *,
+        tail: int | None = None,
+        **shape,
     ):
         super().__init__(name, description, profile, options)
         self.tail = tail  # tokens retrieval may add beyond the core; None: core_answer's default
         self.shape = shape  # other CoreBudget fields (facts=False, focus=0): the ablations
 
-    def for_model(self, partition: str) -> "NemoriSystem":
+    def for_model(self, partition: str) -> NemoriSystem:
         twin = super().for_model(partition)
         if twin is self:
             return self
         return CoreNemoriSystem(twin.name, twin.description, twin.profile, twin.options, tail=self.tail, **self.shape)
 
-    def answer(self, db: Database, user: str, question: str, today: str | None, shared: Shared) -> Reply:
+    def answer(self, db: Store, user: str, question: str, today: str | None, shared: Shared) -> Reply:
         from nemori_cli.retrieval import core_answer
         from nemori_cli.retrieval.core_cache import CoreCache
 
         cache = CoreCache(None)  # in this process only: the pinned state serves every question of the conversation
         sizes = replace(core_answer.budget_for(shared.context_window, *(() if self.tail is None else (self.tail,))), **self.shape)
         answer = core_answer.ask(
-            db, user, shared.embedder, shared.answer_llm, question, self.options, sizes=sizes, today=today,
+            db,
+            user,
+            shared.embedder,
+            shared.answer_llm,
+            question,
+            self.options,
+            sizes=sizes,
+            today=today,
             prepare=lambda core: cache.prepare(shared.answer_llm, user, core),
         )
         prepared = cache.last
-        note = f"core of {prepared.tokens} tokens read in {prepared.ms / 1000:.1f} s" if prepared is not None and prepared.outcome == "built" else ""
-        return reply(shared, answer, search_ms=answer.search_ms, turns=_turns(db, user, list(answer.hits)), memories=len(answer.hits), note=note)
+        note = (
+            f"core of {prepared.tokens} tokens read in {prepared.ms / 1000:.1f} s"
+            if prepared is not None and prepared.outcome == "built"
+            else ""
+        )
+        return reply(
+            shared, answer, search_ms=answer.search_ms, turns=_turns(db, user, list(answer.hits)), memories=len(answer.hits), note=note
+        )
 
 
-def _turns(db: Database, user: str, hits) -> tuple[str, ...]:
+def _turns(db: Store, user: str, hits) -> tuple[str, ...]:
     """Source ids of the raw turns behind what was retrieved: episodes' messages, notes' message or episode."""
     episode_ids = [h.id for h in hits if h.kind == "episode"]
     notes = note_sql.by_ids(db, user, [h.id for h in hits if h.kind == "note"])
@@ -188,7 +209,9 @@ _ABLATIONS = (
         profile=replace(DEFAULT, facts=False),
         options=replace(PAPER_SEARCH, facts=0),
     ),
-    NemoriSystem("nemori-direct", "facts extracted directly, no prediction: the paper's Nemori-s", profile=replace(DEFAULT, distill="direct")),
+    NemoriSystem(
+        "nemori-direct", "facts extracted directly, no prediction: the paper's Nemori-s", profile=replace(DEFAULT, distill="direct")
+    ),
     NemoriSystem("nemori-no-integration", "episodes never merged into the one they continue", profile=replace(DEFAULT, integrate=False)),
     NemoriSystem(
         "nemori-messages",
@@ -204,7 +227,9 @@ for _system in _ABLATIONS:
 # The other episodic management modes register as nemori-<mode> (naive-rag:
 # facts appended with no consolidation; summary: one running summary).
 _OTHER_MODES = tuple(
-    NemoriSystem(f"nemori-{m.name}", f"Nemori's episodes with --memory {m.name}", profile=replace(DEFAULT, memory=m.name, facts=m.distils_facts))
+    NemoriSystem(
+        f"nemori-{m.name}", f"Nemori's episodes with --memory {m.name}", profile=replace(DEFAULT, memory=m.name, facts=m.distils_facts)
+    )
     for m in (modes.SUMMARY, modes.NAIVE_RAG)
 )
 for _system in _OTHER_MODES:
@@ -215,7 +240,11 @@ register_group("nemori-ablations", tuple(s.name for s in (*_ABLATIONS, *_OTHER_M
 # A-MEM (arXiv 2502.12110) as a management mode: notes, links, evolution;
 # retrieval is the top k = 10 notes plus the notes linked to them.
 _AMEM = (
-    NemoriSystem("amem", "A-MEM: one note per raw message (keywords, context, tags), linked and evolved; top 10 notes plus their links", profile=Profile(memory=modes.AMEM.name)),
+    NemoriSystem(
+        "amem",
+        "A-MEM: one note per raw message (keywords, context, tags), linked and evolved; top 10 notes plus their links",
+        profile=Profile(memory=modes.AMEM.name),
+    ),
     NemoriSystem(
         "nemori+amem",
         "Nemori's episodes, with its distilled facts stored as A-MEM notes instead of consolidated facts; k=10 episodes, r=2, 10 notes plus links",

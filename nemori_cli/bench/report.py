@@ -16,7 +16,6 @@ from pathlib import Path
 from nemori_cli.stages import INGEST as INGEST_STAGES
 
 
-
 def _mean(values) -> float | None:
     got = [float(v) for v in values if v is not None]
     return sum(got) / len(got) if got else None
@@ -205,14 +204,23 @@ def markdown(report: dict, *, groups: tuple[str, ...], score_keys: tuple[str, ..
         lines += _table(
             ["system", "judge task-avg", "judge abstention", "match task-avg", "match abstention", "abstention questions"],
             [
-                [f"`{n}`", _pct(s["overall"].get("judge_task_averaged")), _pct(s["overall"].get("judge_abstention")),
-                 _pct(s["overall"].get("match_task_averaged")), _pct(s["overall"].get("match_abstention")), str(s["overall"].get("abstention_questions"))]
+                [
+                    f"`{n}`",
+                    _pct(s["overall"].get("judge_task_averaged")),
+                    _pct(s["overall"].get("judge_abstention")),
+                    _pct(s["overall"].get("match_task_averaged")),
+                    _pct(s["overall"].get("match_abstention")),
+                    str(s["overall"].get("abstention_questions")),
+                ]
                 for n, s in systems.items()
             ],
         )
         if any(s["groups"].get(g, {}).get("judge") is not None for s in systems.values() for g in present):
             lines += ["", "Judge accuracy by question type:", ""]
-            lines += _table(["system", *present], [[f"`{n}`", *[_pct(s["groups"].get(g, {}).get("judge")) for g in present]] for n, s in systems.items()])
+            lines += _table(
+                ["system", *present],
+                [[f"`{n}`", *[_pct(s["groups"].get(g, {}).get("judge")) for g in present]] for n, s in systems.items()],
+            )
     lines += ["", "## Costs", ""]
     rows = []
     for name, s in systems.items():
@@ -236,8 +244,22 @@ def markdown(report: dict, *, groups: tuple[str, ...], score_keys: tuple[str, ..
             ]
         )
     lines += _table(
-        ["system", "ingest s", "LLM calls", "tokens in", "tokens out", "fallbacks", "entries", "stored tokens", "db KiB",
-         "context tokens (mean)", "tokens read (mean)", "copied lines %", "search ms p50 / p95", "answer ms p50 / p95"],
+        [
+            "system",
+            "ingest s",
+            "LLM calls",
+            "tokens in",
+            "tokens out",
+            "fallbacks",
+            "entries",
+            "stored tokens",
+            "db KiB",
+            "context tokens (mean)",
+            "tokens read (mean)",
+            "copied lines %",
+            "search ms p50 / p95",
+            "answer ms p50 / p95",
+        ],
         rows,
     )
     lines += _storage_table(systems)
@@ -251,7 +273,8 @@ def markdown(report: dict, *, groups: tuple[str, ...], score_keys: tuple[str, ..
                 [f"`{name}`"]
                 + [
                     f"{stages[st]['seconds']:.1f}; {stages[st]['calls']}; {stages[st]['prompt_tokens']:,} + {stages[st]['completion_tokens']:,}"
-                    if st in stages else "–"
+                    if st in stages
+                    else "–"
                     for st in stage_names
                 ]
             )
@@ -260,7 +283,9 @@ def markdown(report: dict, *, groups: tuple[str, ...], score_keys: tuple[str, ..
     if noted:
         lines += ["", "Notes:", ""]
         for n, s in noted:
-            lines.append(f"- `{n}`, {s['costs']['answers_with_notes']} of {s['overall']['questions']} answers: " + "; ".join(s["costs"]["notes"]))
+            lines.append(
+                f"- `{n}`, {s['costs']['answers_with_notes']} of {s['overall']['questions']} answers: " + "; ".join(s["costs"]["notes"])
+            )
     lines += ["", "Systems:", ""] + [f"- `{n}`: {s['description']}" for n, s in systems.items()]
     return "\n".join(lines) + "\n"
 
@@ -276,9 +301,24 @@ def _storage_table(systems: dict) -> list[str]:
         st = s["costs"]["storage"]
         share = f"{st['tokens'] / first['tokens'] * 100:.0f}%" if first.get("tokens") and st.get("tokens") is not None else "–"
         links = f"{_num(st.get('links'))} / {_num(st.get('evolved'))}" if "links" in st else "–"
-        rows.append([f"`{name}`", _num(st.get("entries")), _num(st.get("characters")), _num(st.get("tokens")), share, *[_num(st.get(k)) for k in kinds], links])
+        rows.append(
+            [
+                f"`{name}`",
+                _num(st.get("entries")),
+                _num(st.get("characters")),
+                _num(st.get("tokens")),
+                share,
+                *[_num(st.get(k)) for k in kinds],
+                links,
+            ]
+        )
     header = ["system", "entries", "characters", "tokens", "tokens vs first row", *kinds, "note links / evolved notes"]
-    return ["", "Storage (entries, characters and tokens of what the memory keeps for answering, as the Nemori paper's Table 7 counts them):", "", *_table(header, rows)]
+    return [
+        "",
+        "Storage (entries, characters and tokens of what the memory keeps for answering, as the Nemori paper's Table 7 counts them):",
+        "",
+        *_table(header, rows),
+    ]
 
 
 def write(out: Path, report: dict, text: str) -> None:

@@ -79,8 +79,7 @@ def check_resumable(out: Path, config: dict, keys: tuple[str, ...]) -> None:
         earlier = before.get(key, ABSENT_MEANS.get(key))
         if earlier != config.get(key):
             raise ConfigError(
-                f"{out} holds a run with another {key} ({_short(earlier)} vs {_short(config.get(key))});"
-                " choose another --out to compare"
+                f"{out} holds a run with another {key} ({_short(earlier)} vs {_short(config.get(key))}); choose another --out to compare"
             )
 
 

@@ -19,7 +19,7 @@ from nemori_cli.bench.systems import Reply, Shared, System
 from nemori_cli.domain import IncomingMessage
 from nemori_cli.retrieval import answer_fixes
 from nemori_cli.store import telemetry
-from nemori_cli.store.db import Database
+from nemori_cli.store.contract import Store
 
 USER = "bench"
 
@@ -51,19 +51,33 @@ class Judge:
     """A named grader of answer records; its labels are records of their own, so a run can be judged later."""
 
     name: str
-    grade: Callable[[dict], "bool | None"]
+    grade: Callable[[dict], bool | None]
 
 
 def judge_missing(log: ResultLog, benchmark: str, judge: Judge, on_done: Callable[[], None] | None = None) -> int:
     """Label every answer of ``benchmark`` that this judge has not labelled yet; returns how many it labelled."""
-    done = {(r["unit"], r["system"], r["qid"]) for r in log.of_kind("judgement") if r.get("judge") == judge.name and r.get("benchmark") == benchmark}
+    done = {
+        (r["unit"], r["system"], r["qid"])
+        for r in log.of_kind("judgement")
+        if r.get("judge") == judge.name and r.get("benchmark") == benchmark
+    }
     count = 0
     for answer in log.of_kind("answer"):
         key = (answer["unit"], answer["system"], answer["qid"])
         if answer.get("benchmark") != benchmark or key in done:
             continue
         label = judge.grade(answer)
-        log.append({"kind": "judgement", "benchmark": benchmark, "unit": key[0], "system": key[1], "qid": key[2], "judge": judge.name, "label": label})
+        log.append(
+            {
+                "kind": "judgement",
+                "benchmark": benchmark,
+                "unit": key[0],
+                "system": key[1],
+                "qid": key[2],
+                "judge": judge.name,
+                "label": label,
+            }
+        )
         done.add(key)
         count += 1
         if on_done:
@@ -103,7 +117,14 @@ def _storage_record(storage) -> dict:
 
 class BenchRunner:
     def __init__(
-        self, benchmark: str, log: ResultLog, shared: Shared, systems: list[System], scorer: Scorer, judge: Judge | None, progress: RunProgress,
+        self,
+        benchmark: str,
+        log: ResultLog,
+        shared: Shared,
+        systems: list[System],
+        scorer: Scorer,
+        judge: Judge | None,
+        progress: RunProgress,
         stores: FileStores | SchemaStores | None = None,
     ):
         self.benchmark, self.log, self.shared = benchmark, log, shared
@@ -113,7 +134,7 @@ class BenchRunner:
     def run(self, units: list[Unit]) -> None:
         self.progress.set_total(sum(len(u.questions) for u in units) * len(self.systems))
         for unit in units:
-            open_dbs: dict[str, Database] = {}
+            open_dbs: dict[str, Store] = {}
             try:
                 for system in self.systems:
                     db = open_dbs.get(system.build_key)
@@ -156,7 +177,7 @@ class BenchRunner:
         )
         return db
 
-    def _record_storage(self, unit: Unit, system: System, db: Database) -> None:
+    def _record_storage(self, unit: Unit, system: System, db: Store) -> None:
         """What this system keeps of a memory, recorded per system.
 
         Systems that share a build (one memory) may keep different parts of it
@@ -168,7 +189,7 @@ class BenchRunner:
             storage = system.storage(db, USER, self.shared)
             self.log.append({**where, "build_key": system.build_key, "storage": _storage_record(storage)})
 
-    def _answer_all(self, unit: Unit, system: System, db: Database) -> None:
+    def _answer_all(self, unit: Unit, system: System, db: Store) -> None:
         update = self.progress.step(f"{unit.key} {system.name}: questions", len(unit.questions))
         said = unit.messages  # what was said, for telling a copied line (anything with .content)
         for n, q in enumerate(unit.questions, start=1):

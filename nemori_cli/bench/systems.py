@@ -19,7 +19,7 @@ from nemori_cli.embed.base import Embedder
 from nemori_cli.llm.base import StructuredLLM
 from nemori_cli.memory.semantic import SemanticSettings
 from nemori_cli.retrieval.answer import ANSWER_TOKENS
-from nemori_cli.store.db import Database
+from nemori_cli.store.contract import Store
 
 Progress = Callable[[int, int], None]
 __all__ = ["ANSWER_TOKENS"]  # kept free in a full-context prompt (baselines.py)
@@ -79,13 +79,13 @@ class System:
     description: str = ""
     build_key: str = ""
 
-    def build(self, db: Database, user: str, messages: list[IncomingMessage], shared: Shared, progress: Progress | None) -> None:
+    def build(self, db: Store, user: str, messages: list[IncomingMessage], shared: Shared, progress: Progress | None) -> None:
         raise NotImplementedError
 
-    def answer(self, db: Database, user: str, question: str, today: str | None, shared: Shared) -> Reply:
+    def answer(self, db: Store, user: str, question: str, today: str | None, shared: Shared) -> Reply:
         raise NotImplementedError
 
-    def storage(self, db: Database, user: str, shared: Shared) -> Storage:
+    def storage(self, db: Store, user: str, shared: Shared) -> Storage:
         raise NotImplementedError
 
 
@@ -97,7 +97,16 @@ def reply(shared: Shared, answer: Answer, *, search_ms: float, turns: tuple[str,
     completion_tokens = sum(c.completion_tokens for c in calls)
     read = shared.tokens_read()
     return Reply(
-        answer.answer, turns, memories, prompt_tokens, completion_tokens, search_ms, answer.answer_ms, answer.failed, note, answer.abstained,
+        answer.answer,
+        turns,
+        memories,
+        prompt_tokens,
+        completion_tokens,
+        search_ms,
+        answer.answer_ms,
+        answer.failed,
+        note,
+        answer.abstained,
         None if read is None else read - shared.read_mark,
     )
 
@@ -112,13 +121,13 @@ class AnsweredBy(System):
         self.build_key = inner.build_key  # the same memory as the system it wraps
         self.resumable = getattr(inner, "resumable", False)
 
-    def build(self, db: Database, user: str, messages: list[IncomingMessage], shared: Shared, progress: Progress | None) -> None:
+    def build(self, db: Store, user: str, messages: list[IncomingMessage], shared: Shared, progress: Progress | None) -> None:
         self.inner.build(db, user, messages, shared, progress)
 
-    def answer(self, db: Database, user: str, question: str, today: str | None, shared: Shared) -> Reply:
+    def answer(self, db: Store, user: str, question: str, today: str | None, shared: Shared) -> Reply:
         return self.inner.answer(db, user, question, today, shared)  # inner systems answer with shared.answer_llm
 
-    def storage(self, db: Database, user: str, shared: Shared) -> Storage:
+    def storage(self, db: Store, user: str, shared: Shared) -> Storage:
         return self.inner.storage(db, user, shared)
 
 

@@ -6,12 +6,12 @@ import hashlib
 import json
 import os
 import platform
-import sys
 import subprocess
+import sys
 from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -22,15 +22,26 @@ from nemori_cli.errors import InputError
 bench_app = typer.Typer(help="Benchmarks: LoCoMo and LongMemEval, systems side by side, scores and costs.", no_args_is_help=True)
 
 Systems = Annotated[str, typer.Option("--systems", help="Comma-separated systems or groups (see `nemori bench systems`).")]
-Questions = Annotated[Optional[int], typer.Option("--questions", min=1, help="At most this many questions (per LoCoMo sample).", show_default=False)]
-JudgeModel = Annotated[Optional[str], typer.Option("--judge-model", help="LLM preset that grades answers (default: no judge).", show_default=False)]
-AnswerModel = Annotated[
-    Optional[str],
-    typer.Option("--answer-model", help="Answer with this preset instead of --model; each system is then reported as SYSTEM@PRESET.", show_default=False),
+Questions = Annotated[
+    int | None, typer.Option("--questions", min=1, help="At most this many questions (per LoCoMo sample).", show_default=False)
 ]
-Out = Annotated[Optional[Path], typer.Option("--out", help="Output folder; rerunning into it resumes (default bench-results/BENCHMARK-MODEL).", show_default=False)]
+JudgeModel = Annotated[
+    str | None, typer.Option("--judge-model", help="LLM preset that grades answers (default: no judge).", show_default=False)
+]
+AnswerModel = Annotated[
+    str | None,
+    typer.Option(
+        "--answer-model",
+        help="Answer with this preset instead of --model; each system is then reported as SYSTEM@PRESET.",
+        show_default=False,
+    ),
+]
+Out = Annotated[
+    Path | None,
+    typer.Option("--out", help="Output folder; rerunning into it resumes (default bench-results/BENCHMARK-MODEL).", show_default=False),
+]
 BenchDb = Annotated[
-    Optional[str],
+    str | None,
     typer.Option(
         "--db",
         help="Keep the memories in this PostgreSQL database (postgresql://...), a schema each, instead of a SQLite file each in the output folder.",
@@ -86,14 +97,27 @@ def _versions() -> dict:
 
 def _model_info(preset) -> dict:
     return {
-        "name": preset.name, "kind": preset.kind, "sha256": preset.sha256, "path": preset.path, "n_ctx": preset.n_ctx,
-        "base_url": preset.base_url, "model": preset.model,
+        "name": preset.name,
+        "kind": preset.kind,
+        "sha256": preset.sha256,
+        "path": preset.path,
+        "n_ctx": preset.n_ctx,
+        "base_url": preset.base_url,
+        "model": preset.model,
     }
 
 
 def _setup(
-    settings, judge_model: str | None, file: Path, benchmark: str, systems_arg: str, scope: str, scope_key: dict, out: Path,
-    answer_model: str | None = None, stores=None,
+    settings,
+    judge_model: str | None,
+    file: Path,
+    benchmark: str,
+    systems_arg: str,
+    scope: str,
+    scope_key: dict,
+    out: Path,
+    answer_model: str | None = None,
+    stores=None,
 ):
     """The shared models, the chosen systems and the run's configuration.
 
@@ -126,7 +150,12 @@ def _setup(
         "model": _model_info(llm_preset),
         "judge": _model_info(judge_preset) if judge_preset else None,
         "answer_model": _model_info(answer_preset) if separate else None,
-        "embedder": {"name": emb_preset.name, "model_name": emb_preset.model_name, "dimensions": emb_preset.dimensions, "tau": emb_preset.evoke_threshold},
+        "embedder": {
+            "name": emb_preset.name,
+            "model_name": emb_preset.model_name,
+            "dimensions": emb_preset.dimensions,
+            "tau": emb_preset.evoke_threshold,
+        },
         "scope": scope,
         "scope_key": scope_key,
         # Where the memories are kept: answers do not depend on it, but a folder's builds live in one place.
@@ -217,11 +246,15 @@ def _default_out(benchmark: str, settings) -> Path:
 @bench_app.command("locomo")
 def locomo_cmd(
     file: Annotated[Path, typer.Argument(help="A LoCoMo file (e.g. locomo10.json).", show_default=False)],
-    sample: Annotated[Optional[list[str]], typer.Option("--sample", help="Sample id (repeatable; default all).", show_default=False)] = None,
-    sessions: Annotated[Optional[str], typer.Option(help="Sessions to ingest, e.g. 1-5 (default all); only questions whose evidence lies inside are asked.")] = None,
+    sample: Annotated[list[str] | None, typer.Option("--sample", help="Sample id (repeatable; default all).", show_default=False)] = None,
+    sessions: Annotated[
+        str | None, typer.Option(help="Sessions to ingest, e.g. 1-5 (default all); only questions whose evidence lies inside are asked.")
+    ] = None,
     questions: Questions = None,
     systems: Systems = "nemori,full-context,rag",
-    adversarial: Annotated[bool, typer.Option("--adversarial/--no-adversarial", help="Ask category 5 too, scored by the official abstention rule.")] = False,
+    adversarial: Annotated[
+        bool, typer.Option("--adversarial/--no-adversarial", help="Ask category 5 too, scored by the official abstention rule.")
+    ] = False,
     judge_model: JudgeModel = None,
     out: Out = None,
     db: BenchDb = None,
@@ -256,7 +289,8 @@ def longmemeval_cmd(
     file: Annotated[Path, typer.Argument(help="A LongMemEval file (oracle, S or M format).", show_default=False)],
     questions: Questions = None,
     per_type: Annotated[
-        Optional[int], typer.Option("--per-type", min=1, help="At most this many questions of each type (abstention counts as one).", show_default=False)
+        int | None,
+        typer.Option("--per-type", min=1, help="At most this many questions of each type (abstention counts as one).", show_default=False),
     ] = None,
     systems: Systems = "nemori,full-context,rag",
     judge_model: JudgeModel = None,
@@ -313,8 +347,7 @@ def judge_cmd(
     """Grade a finished run's answers with an LLM judge (resumable), then rebuild its report with the labels."""
     from nemori_cli import deps
     from nemori_cli.bench.run import judge_missing
-    from nemori_cli.cli.progress import wanted
-    from nemori_cli.cli.progress import BenchBar
+    from nemori_cli.cli.progress import BenchBar, wanted
 
     log = _folder(folder)
     benchmark = log.config["benchmark"]

@@ -40,8 +40,16 @@ STOP_WAIT_S = 300.0
 
 
 def build_cmd(
-    background: Annotated[bool, typer.Option("--background", help="Build in a detached process and return at once (one per database; its log is in nemori's cache directory).")] = False,
-    stop: Annotated[bool, typer.Option("--stop", help="Stop the build running on this database after the episode in hand (the rest stays pending).")] = False,
+    background: Annotated[
+        bool,
+        typer.Option(
+            "--background",
+            help="Build in a detached process and return at once (one per database; its log is in nemori's cache directory).",
+        ),
+    ] = False,
+    stop: Annotated[
+        bool, typer.Option("--stop", help="Stop the build running on this database after the episode in hand (the rest stays pending).")
+    ] = False,
     max_tokens: MaxTokens = None,
     neighbours: Neighbours = 5,
     parallel: opt.Parallel = None,
@@ -92,7 +100,9 @@ def foreground(settings, json_out: bool, *, max_tokens, neighbours: int, window:
                     sys.stderr.write(f"nemori: {_plan_line(state)}\n")
                     sys.stderr.flush()
                 memory.load_model(create=False)  # before the progress bar, as ingest does
-            result = run_with_progress(lambda update: memory.build(max_tokens=max_tokens, progress=update, stop=stop), memory, show_progress=show_progress)
+            result = run_with_progress(
+                lambda update: memory.build(max_tokens=max_tokens, progress=update, stop=stop), memory, show_progress=show_progress
+            )
             core = prepare_core(memory, result.report)
             after = memory.build_state(eta=False)
     finally:
@@ -138,13 +148,31 @@ def start_background(build_lock, settings, json_out: bool, *, quiet: bool = Fals
         return None
     log = log_path(build_lock)
     log.parent.mkdir(parents=True, exist_ok=True)
-    args = [sys.executable, "-m", "nemori_cli", "build", "--quiet", "--user", settings.user, "--window", str(window), "--neighbours", str(neighbours)]
+    args = [
+        sys.executable,
+        "-m",
+        "nemori_cli",
+        "build",
+        "--quiet",
+        "--user",
+        settings.user,
+        "--window",
+        str(window),
+        "--neighbours",
+        str(neighbours),
+    ]
     for flag, value in (("--model", settings.model), ("--embedder", settings.embedder), ("--max-tokens", max_tokens)):
         if value is not None:
             args += [flag, str(value)]
     # The store goes by the environment, not the command line: a PostgreSQL URL's password stays out of `ps`.
-    env = child_environment({"NEMORI_DB": settings.db_url or str(settings.db_path.expanduser().resolve()), "NEMORI_PARALLEL": str(settings.parallel),
-                             "NEMORI_WORKERS": str(settings.workers), "NEMORI_CACHE_DIR": str(settings.cache_dir)})
+    env = child_environment(
+        {
+            "NEMORI_DB": settings.db_url or str(settings.db_path.expanduser().resolve()),
+            "NEMORI_PARALLEL": str(settings.parallel),
+            "NEMORI_WORKERS": str(settings.workers),
+            "NEMORI_CACHE_DIR": str(settings.cache_dir),
+        }
+    )
     with open(log, "ab") as out:
         out.write(f"\n--- nemori build started {time.strftime('%Y-%m-%d %H:%M:%S')} ---\n".encode())
         out.flush()
@@ -170,7 +198,9 @@ def start_background(build_lock, settings, json_out: bool, *, quiet: bool = Fals
 
 def _say_started(json_out: bool, pid: int, log: Path, settings, *, finished: bool) -> None:
     if json_out:
-        print_json({"background": True, "pid": pid, "log": str(log), "finished": finished, "db": settings.store_name, "user": settings.user})
+        print_json(
+            {"background": True, "pid": pid, "log": str(log), "finished": finished, "db": settings.store_name, "user": settings.user}
+        )
         return
     if finished:
         sys.stdout.write(f"the background build finished at once (nothing was pending); log: {log}\n")
@@ -209,7 +239,9 @@ def _stop(build_lock, settings, json_out: bool) -> None:
     except ProcessLookupError:
         pass  # it ended between the look and the signal
     except PermissionError:
-        raise NemoriError(f"the build of {settings.store_name} (pid {holder.pid}) belongs to another system user; this one may not stop it") from None
+        raise NemoriError(
+            f"the build of {settings.store_name} (pid {holder.pid}) belongs to another system user; this one may not stop it"
+        ) from None
     deadline = time.monotonic() + STOP_WAIT_S
     while time.monotonic() < deadline and build_lock.holder() is not None:
         time.sleep(0.2)

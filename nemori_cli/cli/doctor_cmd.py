@@ -52,7 +52,9 @@ def _render(report) -> None:
             f"schema-valid on first attempt: {_pct(o['schema_valid_rate'])} of {o['calls']} calls; "
             f"fallbacks: {_pct(o['fallback_rate'])}; {_num(o['tokens_per_s'])} tok/s ({_num(o['output_tokens_per_s'])} output tok/s)"
         )
-        out.print(f"about {o['seconds_per_100_messages']:.0f} s per 100 messages (ingest of the {o['sample_messages']}-message sample took {o['ingest_seconds']:.1f} s)")
+        out.print(
+            f"about {o['seconds_per_100_messages']:.0f} s per 100 messages (ingest of the {o['sample_messages']}-message sample took {o['ingest_seconds']:.1f} s)"
+        )
         if report.sample_answer:
             out.print(f"[dim]sample answer: {esc(report.sample_answer)}[/dim]", soft_wrap=True)
     colour = {verdict.FIT: "green", verdict.USABLE: "yellow", verdict.NOT_FIT: "red"}.get(report.verdict, "cyan")

@@ -15,14 +15,14 @@ from pathlib import Path
 
 from nemori_cli import measured
 from nemori_cli.cli.render import console, print_json
-from nemori_cli.pipeline.built import clock
 from nemori_cli.config import Settings, load_presets, resolve_embedder, resolve_llm
 from nemori_cli.domain import Backlog, IncomingMessage
 from nemori_cli.estimate import Estimate, estimate
 from nemori_cli.memory.profile import Profile
+from nemori_cli.pipeline.built import clock
 from nemori_cli.stages import MESSAGE_CHARS_READ
 from nemori_cli.store import messages as message_sql
-from nemori_cli.store.db import Database
+from nemori_cli.store.sqlite import SqliteStore
 
 _RATES_SOURCE = {
     "this database": "measured from this database's earlier ingests with this model",
@@ -32,7 +32,7 @@ _RATES_SOURCE = {
 }
 
 
-def _open(settings: Settings) -> Database | None:
+def _open(settings: Settings) -> SqliteStore | None:
     """The database to look at (read only), or None when an ingest would create it."""
     if settings.db_url:
         from nemori_cli.errors import StoreError
@@ -47,9 +47,9 @@ def _open(settings: Settings) -> Database | None:
     path = settings.db_path
     if not path.is_file() or path.stat().st_size == 0:  # SQLite treats an empty file as a new database
         return None
-    from nemori_cli.store.readonly import ReadOnlyDatabase
+    from nemori_cli.store.readonly import ReadOnlySqliteStore
 
-    return ReadOnlyDatabase(path)
+    return ReadOnlySqliteStore(path)
 
 
 def plan(
@@ -58,7 +58,7 @@ def plan(
     namespace: str,
     *,
     window: int,
-    profile_of: Callable[[Database], Profile],
+    profile_of: Callable[[SqliteStore], Profile],
     max_tokens: int | None = None,
     check_embedder: bool = True,
 ) -> dict:
@@ -74,7 +74,7 @@ def plan(
             db.check_embedder(f"{embedder.model_name}:{embedder.dimensions}")
         # A new file would get the defaults overridden by the flags; an empty
         # in-memory database stands in for it (nothing touches the disk).
-        stand_in = db if db is not None else Database(Path(":memory:"))
+        stand_in = db if db is not None else SqliteStore(Path(":memory:"))
         try:
             profile = profile_of(stand_in)
         finally:
@@ -129,7 +129,9 @@ def plan(
     return data
 
 
-def build_seconds(settings: Settings, incoming: list[IncomingMessage], namespace: str, *, window: int, profile_of: Callable[[Database], Profile]) -> float:
+def build_seconds(
+    settings: Settings, incoming: list[IncomingMessage], namespace: str, *, window: int, profile_of: Callable[[SqliteStore], Profile]
+) -> float:
     """The model time building these messages (the new ones, and what is pending already) would take: what `--build auto` decides on."""
     # The embedder is not checked here: the ingest that follows checks the one it really loads.
     return float(plan(settings, incoming, namespace, window=window, profile_of=profile_of, check_embedder=False)["build_seconds"])

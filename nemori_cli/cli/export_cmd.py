@@ -13,7 +13,7 @@ import os
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -28,8 +28,14 @@ class ExportFormat(str, Enum):
 
 
 def export_cmd(
-    fmt: Annotated[ExportFormat, typer.Option("--format", "-f", help="jsonl (everything, to restore with import-memory) or markdown (a journal to read).")] = ExportFormat.jsonl,
-    out: Annotated[Optional[str], typer.Option("--out", "-o", help="File for jsonl (default: stdout); folder for markdown (required).", show_default=False)] = None,
+    fmt: Annotated[
+        ExportFormat,
+        typer.Option("--format", "-f", help="jsonl (everything, to restore with import-memory) or markdown (a journal to read)."),
+    ] = ExportFormat.jsonl,
+    out: Annotated[
+        str | None,
+        typer.Option("--out", "-o", help="File for jsonl (default: stdout); folder for markdown (required).", show_default=False),
+    ] = None,
     db_path: opt.Db = None,
     user: opt.User = None,
 ) -> None:
@@ -49,6 +55,7 @@ def export_cmd(
 
 
 # -- JSON Lines ---------------------------------------------------------------
+
 
 def _header(store) -> dict:
     """What a reader sees first: this nemori, the embedder, and how the memory was built (the restore reads `meta`, not these)."""
@@ -101,6 +108,7 @@ def _write_lines(records, stream) -> dict[str, int]:
 
 # -- Markdown -----------------------------------------------------------------
 
+
 def _markdown(session, folder: Path) -> None:
     from nemori_cli.cli import journal
 
@@ -116,7 +124,11 @@ def _markdown(session, folder: Path) -> None:
     except OSError as e:
         raise InputError(f"cannot write the journal in {folder}: {e.strerror}") from None
     months = len(files) - 1
-    console().print(f"wrote the journal of user {session.user} to {folder}: index.md and {months} month{'s' if months != 1 else ''}", soft_wrap=True, markup=False)
+    console().print(
+        f"wrote the journal of user {session.user} to {folder}: index.md and {months} month{'s' if months != 1 else ''}",
+        soft_wrap=True,
+        markup=False,
+    )
 
 
 def _memory(session):
@@ -155,6 +167,7 @@ def _refuse_foreign_folder(folder: Path, mark: str) -> None:
 
 
 # -- import-memory ------------------------------------------------------------
+
 
 def import_cmd(
     source: Annotated[str, typer.Argument(help="A file written by `nemori export` (jsonl).", show_default=False)],

@@ -117,7 +117,10 @@ def _prediction_text(out, v: FactView) -> None:
             out.print("Missed: the distillation gave no usable answer")
         return
     if p.method == "predicted":
-        out.print("[bold]Missed by the prediction[/bold] (what the distillation found in the messages that the prediction did not say):", soft_wrap=True)
+        out.print(
+            "[bold]Missed by the prediction[/bold] (what the distillation found in the messages that the prediction did not say):",
+            soft_wrap=True,
+        )
     else:
         out.print("[bold]Found in the messages[/bold] (nothing was predicted, so all of it counted as new):", soft_wrap=True)
     dropped = set(p.dropped)

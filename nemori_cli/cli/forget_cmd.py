@@ -9,7 +9,7 @@ transaction, then scrubs what was deleted out of the file (store/forget.py).
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -61,12 +61,17 @@ def _forget(db_path: str | None, user: str | None, json_out: bool, what: str, it
 def forget_cmd(
     ctx: typer.Context,
     user: Annotated[
-        Optional[str],
-        typer.Option("--user", "-u", help="Forget everything of this user. Named explicitly: NEMORI_USER is not used for this.", show_default=False),
+        str | None,
+        typer.Option(
+            "--user", "-u", help="Forget everything of this user. Named explicitly: NEMORI_USER is not used for this.", show_default=False
+        ),
     ] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before forgetting a whole user.")] = False,
     scrub: Annotated[
-        bool, typer.Option("--scrub", help="Only scrub the file: fold the log in and VACUUM, so that what was forgotten is gone from the disk too.")
+        bool,
+        typer.Option(
+            "--scrub", help="Only scrub the file: fold the log in and VACUUM, so that what was forgotten is gone from the disk too."
+        ),
     ] = False,
     db_path: opt.Db = None,
     json_out: opt.Json = False,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from enum import Enum
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -65,27 +65,33 @@ class PartitionBy(str, Enum):
 # Method flags: given on the first ingest, recorded in the database, inherited
 # by every later run. A later flag that disagrees is refused (never mixed).
 MemoryOpt = Annotated[
-    Optional[MemoryFlag],
-    typer.Option("--memory", help="native (facts, consolidated), summary (one running summary), naive-rag (facts appended), amem (A-MEM notes, one per message) or nemori+amem (Nemori's facts as A-MEM notes).", show_default=False),
+    MemoryFlag | None,
+    typer.Option(
+        "--memory",
+        help="native (facts, consolidated), summary (one running summary), naive-rag (facts appended), amem (A-MEM notes, one per message) or nemori+amem (Nemori's facts as A-MEM notes).",
+        show_default=False,
+    ),
 ]
 Distill = Annotated[
-    Optional[DistillMode],
-    typer.Option("--distill", help="prediction (keep what memory could not predict) or direct (extract from the raw episode).", show_default=False),
+    DistillMode | None,
+    typer.Option(
+        "--distill", help="prediction (keep what memory could not predict) or direct (extract from the raw episode).", show_default=False
+    ),
 ]
 Integrate = Annotated[
-    Optional[bool],
+    bool | None,
     typer.Option("--integrate/--no-integrate", help="Merge an episode into the earlier one it continues (default on).", show_default=False),
 ]
 FactsFlag = Annotated[
-    Optional[bool],
+    bool | None,
     typer.Option("--facts/--no-facts", help="Distil semantic facts (default), or keep episodes only.", show_default=False),
 ]
 IndexFlag = Annotated[
-    Optional[IndexOn],
+    IndexOn | None,
     typer.Option("--index", help="Index episodes on their narrative (default) or on their raw messages.", show_default=False),
 ]
 PartitionFlag = Annotated[
-    Optional[PartitionBy],
+    PartitionBy | None,
     typer.Option(
         "--partition",
         help="Cut episodes where the model sees a new topic (model), or where the messages' embeddings say so, with no LLM call (similarity). Default: the model preset's (similarity for tiny and small).",
@@ -103,10 +109,12 @@ BuildOpt = Annotated[
 ]
 DryRun = Annotated[
     bool,
-    typer.Option("--dry-run", help="Estimate the work (new messages, LLM calls, tokens, minutes) without writing anything or loading a model."),
+    typer.Option(
+        "--dry-run", help="Estimate the work (new messages, LLM calls, tokens, minutes) without writing anything or loading a model."
+    ),
 ]
 MaxTokens = Annotated[
-    Optional[int],
+    int | None,
     typer.Option(
         "--max-tokens",
         metavar="N",
@@ -118,7 +126,9 @@ MaxTokens = Annotated[
 
 Neighbours = Annotated[
     int,
-    typer.Option("--neighbours", min=1, max=50, help="A-MEM modes: nearest notes offered to the model when a note is linked and evolved (A-MEM's k)."),
+    typer.Option(
+        "--neighbours", min=1, max=50, help="A-MEM modes: nearest notes offered to the model when a note is linked and evolved (A-MEM's k)."
+    ),
 ]
 
 
@@ -170,8 +180,13 @@ def _read(
     selection = choose(tuple(conversations or ()), since, until, names=("--since", "--until"))
     stream = sys.stdin.buffer if source == "-" else None
     return read_export(
-        "<stdin>" if stream else source, format=fmt.value, stream=stream, selection=selection,
-        default_timestamp=default_timestamp, sample=sample, sessions=sessions,
+        "<stdin>" if stream else source,
+        format=fmt.value,
+        stream=stream,
+        selection=selection,
+        default_timestamp=default_timestamp,
+        sample=sample,
+        sessions=sessions,
     )
 
 
@@ -198,25 +213,49 @@ def run_with_progress(run, memory, *, show_progress: bool):
 
 
 def ingest(
-    source: Annotated[str, typer.Argument(help="A file of messages or a chat export (JSON Lines, ChatGPT, Claude, WhatsApp, Telegram, ...), or - for stdin.", show_default=False)],
+    source: Annotated[
+        str,
+        typer.Argument(
+            help="A file of messages or a chat export (JSON Lines, ChatGPT, Claude, WhatsApp, Telegram, ...), or - for stdin.",
+            show_default=False,
+        ),
+    ],
     fmt: Annotated[
         InputFormat,
         typer.Option(
-            "--format", "-f",
+            "--format",
+            "-f",
             help="auto (from the first bytes), jsonl, locomo, chatgpt or claude (conversations.json), whatsapp (.txt or .zip), "
             "telegram (result.json), openai (role/content message lists) or longmemeval.",
         ),
     ] = InputFormat.auto,
-    sample: Annotated[Optional[str], typer.Option(help="LoCoMo sample id, e.g. conv-26.")] = None,
-    sessions: Annotated[Optional[str], typer.Option(help="LoCoMo sessions to read, e.g. 1-3.")] = None,
+    sample: Annotated[str | None, typer.Option(help="LoCoMo sample id, e.g. conv-26.")] = None,
+    sessions: Annotated[str | None, typer.Option(help="LoCoMo sessions to read, e.g. 1-3.")] = None,
     conversation: Annotated[
-        Optional[list[str]],
-        typer.Option("--conversation", metavar="ID_OR_TITLE", help="Read only this conversation: its id, or its title in any case (repeatable). LongMemEval: a question_id.", show_default=False),
+        list[str] | None,
+        typer.Option(
+            "--conversation",
+            metavar="ID_OR_TITLE",
+            help="Read only this conversation: its id, or its title in any case (repeatable). LongMemEval: a question_id.",
+            show_default=False,
+        ),
     ] = None,
-    since: Annotated[Optional[str], typer.Option(metavar="DATE", help="Only messages at or after this date or date-time (ISO 8601; no zone means UTC).", show_default=False)] = None,
-    until: Annotated[Optional[str], typer.Option(metavar="DATE", help="Only messages at or before this date (the whole day) or date-time.", show_default=False)] = None,
-    default_timestamp: Annotated[Optional[str], typer.Option(help="Time for messages that have none (ISO 8601); OpenAI-style messages get it plus one second each.")] = None,
-    flush: Annotated[bool, typer.Option("--flush/--no-flush", help="Make episodes of the tail too (default), or keep it pending for more messages.")] = True,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            metavar="DATE", help="Only messages at or after this date or date-time (ISO 8601; no zone means UTC).", show_default=False
+        ),
+    ] = None,
+    until: Annotated[
+        str | None,
+        typer.Option(metavar="DATE", help="Only messages at or before this date (the whole day) or date-time.", show_default=False),
+    ] = None,
+    default_timestamp: Annotated[
+        str | None, typer.Option(help="Time for messages that have none (ISO 8601); OpenAI-style messages get it plus one second each.")
+    ] = None,
+    flush: Annotated[
+        bool, typer.Option("--flush/--no-flush", help="Make episodes of the tail too (default), or keep it pending for more messages.")
+    ] = True,
     window: opt.Window = 20,
     memory: MemoryOpt = None,
     distill: Distill = None,
@@ -263,17 +302,29 @@ def ingest(
         return
     method = _method(memory, distill, integrate, facts, index, partition)
     if not flush and build in (BuildWhen.later, BuildWhen.background):
-        raise ConfigError(f"--no-flush keeps the tail pending while episodes are made now; with --build {build.value} nothing is made now: drop one of them")
+        raise ConfigError(
+            f"--no-flush keeps the tail pending while episodes are made now; with --build {build.value} nothing is made now: drop one of them"
+        )
     when = BuildWhen.now if not flush else build  # --no-flush asks for episodes now, all but the tail
-    when = _when(when, settings, incoming, namespace, window, lambda store: _profile(store, settings, memory, distill, integrate, facts, index, partition))
+    when = _when(
+        when,
+        settings,
+        incoming,
+        namespace,
+        window,
+        lambda store: _profile(store, settings, memory, distill, integrate, facts, index, partition),
+    )
     if when != BuildWhen.now:
         _store_only(settings, imported, method, window, neighbours, when, source, json_out, read_as, max_tokens)
         return
     with Memory.from_settings(settings, window=window, neighbours=neighbours, **method) as target:
         target.load_model()  # before the progress bar: a model that cannot load fails on a clean screen
+
         # The changed messages are named before the episodes are made, as they are found.
         def run(update):
-            return target.ingest(imported, flush=flush, max_tokens=max_tokens, progress=update, on_stored=lambda ids: warn_changed(len(ids), list(ids)))
+            return target.ingest(
+                imported, flush=flush, max_tokens=max_tokens, progress=update, on_stored=lambda ids: warn_changed(len(ids), list(ids))
+            )
 
         result = run_with_progress(run, target, show_progress=wanted(progress))
         core = prepare_core(target, result.report)
@@ -294,7 +345,9 @@ def _when(build: BuildWhen, settings, incoming, namespace: str, window: int, pro
     return BuildWhen.now if seconds <= AUTO_BUILD_NOW_S else BuildWhen.later
 
 
-def _store_only(settings, imported, method: dict, window: int, neighbours: int, when: BuildWhen, source: str, json_out: bool, read_as: dict, max_tokens) -> None:
+def _store_only(
+    settings, imported, method: dict, window: int, neighbours: int, when: BuildWhen, source: str, json_out: bool, read_as: dict, max_tokens
+) -> None:
     """--build later or background: stored and indexed (no model loaded), then, for background, `nemori build --background`."""
     from nemori_cli.api import Memory
 
@@ -308,13 +361,35 @@ def _store_only(settings, imported, method: dict, window: int, neighbours: int, 
         from nemori_cli.pipeline import lock
 
         # Started before the report is printed: a worker that cannot start is the one line this command ends with.
-        worker = build_cmd.start_background(lock.BuildLock(lock.path_for(settings)), settings, json_out=False, quiet=True, max_tokens=max_tokens, neighbours=neighbours, window=window)
+        worker = build_cmd.start_background(
+            lock.BuildLock(lock.path_for(settings)),
+            settings,
+            json_out=False,
+            quiet=True,
+            max_tokens=max_tokens,
+            neighbours=neighbours,
+            window=window,
+        )
     if json_out:
-        print_json({"source": source, **read_as, **vars(report), "seconds": round(report.seconds, 2), "core": None, "build": when.value, "built": state.as_json(), "worker": worker})
+        print_json(
+            {
+                "source": source,
+                **read_as,
+                **vars(report),
+                "seconds": round(report.seconds, 2),
+                "core": None,
+                "build": when.value,
+                "built": state.as_json(),
+                "worker": worker,
+            }
+        )
     else:
         from nemori_cli.pipeline.built import clock
 
-        console().print(f"read {report.read} messages ({report.added} new) from {source} and stored them in {report.seconds:.1f} s: searchable now", soft_wrap=True)
+        console().print(
+            f"read {report.read} messages ({report.added} new) from {source} and stored them in {report.seconds:.1f} s: searchable now",
+            soft_wrap=True,
+        )
         if state.pending:
             eta = f" (about {clock(state.eta_seconds)} of model time at {state.eta_source} rates)" if state.eta_seconds is not None else ""
             if state.worker_pid is not None:
@@ -340,7 +415,7 @@ def flush_cmd(
     json_out: opt.Json = False,
 ) -> None:
     """`nemori build` in the foreground, by its older name: every pending message into episodes now, with the database's recorded method."""
-    from nemori_cli.api import Memory, check_workers
+    from nemori_cli.api import check_workers
 
     check_budget(max_tokens)
     settings = opt.settings(db_path, user, model, embedder)
@@ -371,8 +446,14 @@ def prepare_core(memory, report) -> dict | None:
         return None
     if prepared.outcome == "none":
         return None
-    return {"tokens": prepared.tokens, "seconds": round(prepared.ms / 1000, 2), "saved_bytes": prepared.saved_bytes, "outcome": prepared.outcome,
-            "read": prepared.read, "whole_history": core.complete}
+    return {
+        "tokens": prepared.tokens,
+        "seconds": round(prepared.ms / 1000, 2),
+        "saved_bytes": prepared.saved_bytes,
+        "outcome": prepared.outcome,
+        "read": prepared.read,
+        "whole_history": core.complete,
+    }
 
 
 # A run in which most LLM calls gave no usable answer still built its memory,
@@ -396,7 +477,13 @@ def fallback_warning(report) -> str | None:
 
 
 def print_report(
-    report, source: str | None, json_out: bool, max_tokens: int | None = None, read_as: dict | None = None, core: dict | None = None, built: dict | None = None
+    report,
+    source: str | None,
+    json_out: bool,
+    max_tokens: int | None = None,
+    read_as: dict | None = None,
+    core: dict | None = None,
+    built: dict | None = None,
 ) -> None:
     if report.stopped_by_budget:  # on stderr in both modes: stdout stays the report
         sys.stderr.write(
@@ -407,7 +494,16 @@ def print_report(
     if warning:
         sys.stderr.write(warning + "\n")
     if json_out:
-        print_json({"source": source, **(read_as or {}), **vars(report), "seconds": round(report.seconds, 2), "core": core, **({"built": built} if built else {})})
+        print_json(
+            {
+                "source": source,
+                **(read_as or {}),
+                **vars(report),
+                "seconds": round(report.seconds, 2),
+                "core": core,
+                **({"built": built} if built else {}),
+            }
+        )
         return
     changed = f", {report.changed} changed but kept as stored" if report.changed else ""
     read = f"read {report.read} messages ({report.added} new{changed}) from {source}; " if source else ""
@@ -424,4 +520,3 @@ def print_report(
             f"[dim]core context: {core['tokens']} tokens ({held}), {how} in {core['seconds']:.1f} s and saved "
             f"({core['saved_bytes'] / 2**20:.0f} MB) for `ask`[/dim]"
         )
-

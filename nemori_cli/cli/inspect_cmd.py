@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -13,7 +13,7 @@ from nemori_cli.errors import StoreError
 
 inspect_app = typer.Typer(help="Show what memory holds.", no_args_is_help=True)
 
-Limit = Annotated[Optional[int], typer.Option(min=1, help="Show at most this many.")]
+Limit = Annotated[int | None, typer.Option(min=1, help="Show at most this many.")]
 
 
 def _open(db_path: str | None, user: str | None):
@@ -114,7 +114,9 @@ def _episode_as_text(out, e, parts) -> None:
     out.print(esc(e.narrative), soft_wrap=True)
     out.print()
     for m in e.messages:
-        out.print(f"[dim]{m.source_id or m.id:>8}[/dim] {stamp(m.timestamp)} [bold]{esc(m.speaker)}[/bold]: {esc(m.content)}", soft_wrap=True)
+        out.print(
+            f"[dim]{m.source_id or m.id:>8}[/dim] {stamp(m.timestamp)} [bold]{esc(m.speaker)}[/bold]: {esc(m.content)}", soft_wrap=True
+        )
 
 
 @inspect_app.command("facts")
@@ -173,7 +175,10 @@ def notes_cmd(
     for n in items:
         links = ",".join(f"N{i}" for i in n.links) or "-"
         evolved = " [dim](evolved)[/dim]" if n.updated_at else ""
-        out.print(f"[bold]N{n.id}[/bold] {n.timestamp:%Y-%m-%d} [dim]links {links}; {', '.join(n.tags) or '-'}[/dim] {esc(n.content)}{evolved}", soft_wrap=True)
+        out.print(
+            f"[bold]N{n.id}[/bold] {n.timestamp:%Y-%m-%d} [dim]links {links}; {', '.join(n.tags) or '-'}[/dim] {esc(n.content)}{evolved}",
+            soft_wrap=True,
+        )
     out.print(f"[dim]{len(items)} notes for user {memory.user}[/dim]")
 
 
@@ -219,7 +224,10 @@ def _note_as_text(out, n, related) -> None:
         if i in linked:
             out.print(f"  linked N{i}: {esc(linked[i].content)}", soft_wrap=True)
     for c in history:
-        out.print(f"  [yellow]{c.created_at} {c.field} changed by N{c.made_by if c.made_by else '? (forgotten)'}[/yellow]: {esc(c.before)} -> {esc(c.after)}", soft_wrap=True)
+        out.print(
+            f"  [yellow]{c.created_at} {c.field} changed by N{c.made_by if c.made_by else '? (forgotten)'}[/yellow]: {esc(c.before)} -> {esc(c.after)}",
+            soft_wrap=True,
+        )
     for c in caused:
         out.print(f"  [dim]its arrival changed N{c.note_id}'s {c.field}[/dim]")
 
@@ -267,7 +275,10 @@ def messages_cmd(
     out = console()
     for m in items:
         owner = f"E{m.episode_id}" if m.episode_id else "pending"
-        out.print(f"[dim]{m.source_id or m.id:>8} {owner:>8}[/dim] {stamp(m.timestamp)} [bold]{esc(m.speaker)}[/bold]: {esc(m.content)}", soft_wrap=True)
+        out.print(
+            f"[dim]{m.source_id or m.id:>8} {owner:>8}[/dim] {stamp(m.timestamp)} [bold]{esc(m.speaker)}[/bold]: {esc(m.content)}",
+            soft_wrap=True,
+        )
     out.print(f"[dim]{len(items)} messages[/dim]")
 
 
@@ -285,7 +296,9 @@ def _built(settings, store):
     from nemori_cli.pipeline import built, lock
 
     holder = lock.BuildLock(lock.path_for(settings)).holder()
-    return built.state(store, settings.user, resolve(store, {}), eta=deps.build_eta(settings, store), worker_pid=holder.pid if holder else None)
+    return built.state(
+        store, settings.user, resolve(store, {}), eta=deps.build_eta(settings, store), worker_pid=holder.pid if holder else None
+    )
 
 
 def stats_cmd(db_path: opt.Db = None, user: opt.User = None, json_out: opt.Json = False) -> None:

@@ -17,8 +17,7 @@ from nemori_cli.dates import format_date
 from nemori_cli.domain import Episode, Fact, Note, to_epoch
 
 MARK = "<!-- nemori journal: written by `nemori export --format markdown`, rewritten by the next one -->"
-_MONTHS = ("January", "February", "March", "April", "May", "June", "July",
-           "August", "September", "October", "November", "December")
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December")
 _WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")  # not strftime: no locale
 
 
@@ -126,7 +125,9 @@ def _index(memory: Memory, episodes: list[Episode], loose: list[Note], titles: d
     if episodes:
         first, last = episodes[0].start, max((e.end for e in episodes), key=to_epoch)
         held = sum(1 for f in memory.facts if f.status == "active")
-        out.append(f"{len(episodes)} episodes from {format_date(first)} to {format_date(last)}; {_count(held, 'fact') or 'no facts'} known now.")
+        out.append(
+            f"{len(episodes)} episodes from {format_date(first)} to {format_date(last)}; {_count(held, 'fact') or 'no facts'} known now."
+        )
     if loose:
         out.append(f"{len(loose)} notes from {format_date(loose[0].timestamp)} to {format_date(loose[-1].timestamp)}.")
     if not episodes and not loose:

@@ -10,16 +10,20 @@ from nemori_cli.cli import options as opt
 
 
 def mcp_cmd(
-    any_user: Annotated[bool, typer.Option("--any-user", help="Let a tool call name any user (default: only --user's memory is reachable).")] = False,
+    any_user: Annotated[
+        bool, typer.Option("--any-user", help="Let a tool call name any user (default: only --user's memory is reachable).")
+    ] = False,
     db_path: opt.Db = None,
     user: opt.User = None,
     model: opt.Model = None,
-    answer_model: Annotated[str | None, typer.Option("--answer-model", help="The model that answers `ask` (default: as `nemori ask`).", show_default=False)] = None,
+    answer_model: Annotated[
+        str | None, typer.Option("--answer-model", help="The model that answers `ask` (default: as `nemori ask`).", show_default=False)
+    ] = None,
     embedder: opt.EmbedderName = None,
 ) -> None:
     """Serve this memory over the Model Context Protocol on stdin/stdout (tools: remember, recall, ask, forget)."""
     from nemori_cli.mcp_server.server import serve
-    from nemori_cli.store.db import refuse_foreign, refuse_unusable
+    from nemori_cli.store.sqlite_files import refuse_foreign, refuse_unusable
 
     settings = opt.settings(db_path, user, model, embedder)  # bad settings fail here, as one line, before the server starts
     # A --db that can never work (a directory, another application's SQLite file) is refused now, not at
@@ -27,4 +31,11 @@ def mcp_cmd(
     if not settings.db_url:
         refuse_unusable(settings.db_path, create=True)
         refuse_foreign(settings.db_path)
-    serve(settings.db_url or str(settings.db_path), settings.user, any_user=any_user, model=model, embedder=embedder, answer_model=answer_model)
+    serve(
+        settings.db_url or str(settings.db_path),
+        settings.user,
+        any_user=any_user,
+        model=model,
+        embedder=embedder,
+        answer_model=answer_model,
+    )

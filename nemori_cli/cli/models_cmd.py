@@ -16,10 +16,32 @@ def models_cmd(json_out: opt.Json = False) -> None:
     rows = []
     for p in presets.llms.values():
         ok, detail = llm_availability(p, cache)
-        rows.append({"role": "llm", "name": p.name, "kind": p.kind, "default": p.name == presets.default_llm, "usable": ok, "detail": detail, "description": p.description, "packages": list(p.packages)})
+        rows.append(
+            {
+                "role": "llm",
+                "name": p.name,
+                "kind": p.kind,
+                "default": p.name == presets.default_llm,
+                "usable": ok,
+                "detail": detail,
+                "description": p.description,
+                "packages": list(p.packages),
+            }
+        )
     for p in presets.embedders.values():
         ok, detail = embedder_availability(p)
-        rows.append({"role": "embedder", "name": p.name, "kind": p.kind, "default": p.name == presets.default_embedder, "usable": ok, "detail": detail, "description": p.description, "packages": list(p.packages)})
+        rows.append(
+            {
+                "role": "embedder",
+                "name": p.name,
+                "kind": p.kind,
+                "default": p.name == presets.default_embedder,
+                "usable": ok,
+                "detail": detail,
+                "description": p.description,
+                "packages": list(p.packages),
+            }
+        )
     if json_out:
         print_json({"sources": list(presets.sources), "models": rows})
         return

@@ -2,23 +2,33 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from nemori_cli.config import MAX_WORKERS, Settings
 
-Db = Annotated[Optional[str], typer.Option("--db", help="SQLite file, or a postgresql://user@host/db URL for a PostgreSQL server (env NEMORI_DB; default a file in your data directory).", show_default=False)]
-User = Annotated[Optional[str], typer.Option("--user", "-u", help="Whose memory (env NEMORI_USER; default 'default').", show_default=False)]
-Model = Annotated[Optional[str], typer.Option("--model", "-m", help="LLM preset from `nemori models`, or a .gguf path (env NEMORI_MODEL).", show_default=False)]
-EmbedderName = Annotated[Optional[str], typer.Option("--embedder", help="Embedder preset (env NEMORI_EMBEDDER).", show_default=False)]
+Db = Annotated[
+    str | None,
+    typer.Option(
+        "--db",
+        help="SQLite file, or a postgresql://user@host/db URL for a PostgreSQL server (env NEMORI_DB; default a file in your data directory).",
+        show_default=False,
+    ),
+]
+User = Annotated[str | None, typer.Option("--user", "-u", help="Whose memory (env NEMORI_USER; default 'default').", show_default=False)]
+Model = Annotated[
+    str | None,
+    typer.Option("--model", "-m", help="LLM preset from `nemori models`, or a .gguf path (env NEMORI_MODEL).", show_default=False),
+]
+EmbedderName = Annotated[str | None, typer.Option("--embedder", help="Embedder preset (env NEMORI_EMBEDDER).", show_default=False)]
 Json = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
 ShowProgress = Annotated[
-    Optional[bool],
+    bool | None,
     typer.Option("--progress/--quiet", help="Progress bar with ETA on stderr (default: only on a terminal).", show_default=False),
 ]
 AsOf = Annotated[
-    Optional[str],
+    str | None,
     typer.Option(
         "--as-of",
         help="Memory as it stood at this point of the conversation: an ISO date (the end of that day) or date-time; a time without a zone is UTC.",
@@ -26,7 +36,7 @@ AsOf = Annotated[
     ),
 ]
 Parallel = Annotated[
-    Optional[int],
+    int | None,
     typer.Option(
         "--parallel",
         min=1,
@@ -37,7 +47,7 @@ Parallel = Annotated[
     ),
 ]
 Workers = Annotated[
-    Optional[int],
+    int | None,
     typer.Option(
         "--workers",
         min=1,

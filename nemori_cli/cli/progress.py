@@ -37,7 +37,9 @@ def rich_bar():
 LINE_EVERY_S = 10.0
 
 
-def line_progress(label: str, write: Callable[[str], object] | None = None, clock: Callable[[], float] | None = None) -> Callable[[int, int], None]:
+def line_progress(
+    label: str, write: Callable[[str], object] | None = None, clock: Callable[[], float] | None = None
+) -> Callable[[int, int], None]:
     """A (done, total) callback that writes 'label: done/total (pct), elapsed, eta' lines, flushed, rate-limited."""
     import sys
     import time

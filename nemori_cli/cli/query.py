@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from enum import Enum
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -45,7 +45,7 @@ class Profile(str, Enum):
     paper = "paper"
 
 
-Opt = Optional[int]
+Opt = int | None
 ProfileOpt = Annotated[
     Profile,
     typer.Option(
@@ -55,25 +55,49 @@ ProfileOpt = Annotated[
         "on a dated timeline; paper: the Nemori paper's k=10, m=20, r=2. The options below override it.",
     ),
 ]
-K = Annotated[Opt, typer.Option("--k", "-k", min=0, max=200, help="Episodes to retrieve (the paper's k; 0: no episodic retrieval).", show_default=False)]
-Raw = Annotated[Opt, typer.Option("--raw", min=0, max=50, help="Top episodes that bring their raw messages (the paper's r).", show_default=False)]
-Facts = Annotated[Opt, typer.Option("--facts", min=0, max=400, help="Facts to retrieve (the paper's m = 2k; 0: no semantic retrieval).", show_default=False)]
-Messages = Annotated[Opt, typer.Option("--messages", min=0, max=400, help="Raw messages taken into the ranking (0: none).", show_default=False)]
-Turns = Annotated[Opt, typer.Option("--turns", min=0, max=20, help="Turns either side that a retrieved message brings.", show_default=False)]
-Budget = Annotated[Opt, typer.Option("--budget", min=0, max=100_000, help="Tokens (estimated) for all that is retrieved; 0: no budget.", show_default=False)]
-Notes = Annotated[int, typer.Option("--notes", min=0, max=200, help="A-MEM notes to retrieve (k; 0: none), each bringing the notes it links to.")]
+K = Annotated[
+    Opt,
+    typer.Option("--k", "-k", min=0, max=200, help="Episodes to retrieve (the paper's k; 0: no episodic retrieval).", show_default=False),
+]
+Raw = Annotated[
+    Opt, typer.Option("--raw", min=0, max=50, help="Top episodes that bring their raw messages (the paper's r).", show_default=False)
+]
+Facts = Annotated[
+    Opt,
+    typer.Option("--facts", min=0, max=400, help="Facts to retrieve (the paper's m = 2k; 0: no semantic retrieval).", show_default=False),
+]
+Messages = Annotated[
+    Opt, typer.Option("--messages", min=0, max=400, help="Raw messages taken into the ranking (0: none).", show_default=False)
+]
+Turns = Annotated[
+    Opt, typer.Option("--turns", min=0, max=20, help="Turns either side that a retrieved message brings.", show_default=False)
+]
+Budget = Annotated[
+    Opt,
+    typer.Option("--budget", min=0, max=100_000, help="Tokens (estimated) for all that is retrieved; 0: no budget.", show_default=False),
+]
+Notes = Annotated[
+    int, typer.Option("--notes", min=0, max=200, help="A-MEM notes to retrieve (k; 0: none), each bringing the notes it links to.")
+]
 Linked = Annotated[int, typer.Option("--linked", min=0, max=200, help="At most this many linked notes added to the retrieved notes.")]
 ContextOpt = Annotated[
-    Optional[Context], typer.Option("--context", help="What episodes show: narrative (N) or raw messages for every episode (P).", show_default=False)
+    Context | None,
+    typer.Option("--context", help="What episodes show: narrative (N) or raw messages for every episode (P).", show_default=False),
 ]
 Mode = Annotated[SearchMode, typer.Option("--mode", help="hybrid (vector + full text, fused), vector or text.")]
 AnswerModel = Annotated[
-    Optional[str],
-    typer.Option("--answer-model", help="The model that answers (env NEMORI_ANSWER_MODEL; default: models.toml's default_answer_llm, else --model).", show_default=False),
+    str | None,
+    typer.Option(
+        "--answer-model",
+        help="The model that answers (env NEMORI_ANSWER_MODEL; default: models.toml's default_answer_llm, else --model).",
+        show_default=False,
+    ),
 ]
 
 
-def search_options(profile: Profile, *, k, facts, raw, messages, budget, context, mode: SearchMode, notes: int, linked: int, turns=None, as_of=None):
+def search_options(
+    profile: Profile, *, k, facts, raw, messages, budget, context, mode: SearchMode, notes: int, linked: int, turns=None, as_of=None
+):
     """The profile's settings, with the options given on the command line instead of its own (``as_of``: a datetime)."""
     from dataclasses import replace
 
@@ -113,7 +137,18 @@ def search_cmd(
     text = _text_arg(query, "query")
     moment = opt.as_of(as_of)  # a bad date is refused before anything loads
     options = search_options(
-        profile, k=k, facts=facts, raw=raw, messages=messages, budget=budget, context=context, mode=mode, notes=notes, linked=linked, turns=turns, as_of=moment
+        profile,
+        k=k,
+        facts=facts,
+        raw=raw,
+        messages=messages,
+        budget=budget,
+        context=context,
+        mode=mode,
+        notes=notes,
+        linked=linked,
+        turns=turns,
+        as_of=moment,
     )
     with Memory.from_settings(opt.settings(db_path, user, None, embedder)) as memory:
         found = memory.retrieve(text, options=options)
@@ -166,7 +201,9 @@ def ask_cmd(
     mode: Mode = SearchMode.hybrid,
     context: ContextOpt = None,
     as_of: opt.AsOf = None,
-    today: Annotated[str, typer.Option(help="Date to treat as today for questions like 'how long ago' (default: the --as-of date, else none).")] = "",
+    today: Annotated[
+        str, typer.Option(help="Date to treat as today for questions like 'how long ago' (default: the --as-of date, else none).")
+    ] = "",
     db_path: opt.Db = None,
     user: opt.User = None,
     model: opt.Model = None,
@@ -180,7 +217,18 @@ def ask_cmd(
     text = _text_arg(question, "question")
     moment = opt.as_of(as_of)  # a bad date is refused before any model loads
     options = search_options(
-        profile, k=k, facts=facts, raw=raw, messages=messages, budget=budget, context=context, mode=mode, notes=notes, linked=linked, turns=turns, as_of=moment
+        profile,
+        k=k,
+        facts=facts,
+        raw=raw,
+        messages=messages,
+        budget=budget,
+        context=context,
+        mode=mode,
+        notes=notes,
+        linked=linked,
+        turns=turns,
+        as_of=moment,
     )
     settings = opt.settings(db_path, user, model, embedder)
     settings.answer_model = answer_model or settings.answer_model
@@ -189,7 +237,9 @@ def ask_cmd(
         cited_episodes = memory.cited(answer) if not json_out else []  # cited through their raw turns too
         built = memory.build_state(eta=False)  # what of the history is not built into memory yet
     if answer.failed:  # on stderr in both modes: the answer on stdout already says so, this says why
-        sys.stderr.write(f"nemori: warning: {answer.problem[:300] or 'the model gave no usable answer'}; the answer failed and is counted in `nemori stats`\n")
+        sys.stderr.write(
+            f"nemori: warning: {answer.problem[:300] or 'the model gave no usable answer'}; the answer failed and is counted in `nemori stats`\n"
+        )
     if json_out:
         print_json(
             {
@@ -243,7 +293,11 @@ def _unbuilt_note(answer, built) -> str:
     unbuilt = _unbuilt(answer, built)
     if not unbuilt and not answer.abstained:
         return ""
-    read = f"{len(unbuilt)} of these memories are raw turns not built into episodes and facts yet; " if unbuilt else "the memory may hold it once built: "
+    read = (
+        f"{len(unbuilt)} of these memories are raw turns not built into episodes and facts yet; "
+        if unbuilt
+        else "the memory may hold it once built: "
+    )
     running = f"a build is running (pid {built.worker_pid})" if built.worker_pid else "`nemori build` builds them"
     return f"{read}{built.pending} messages said from {built.pending_from:%Y-%m-%d} on are pending; {running}"
 

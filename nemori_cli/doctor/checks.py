@@ -41,7 +41,7 @@ def python_version() -> Check:
 
 
 def sqlite_vec() -> Check:
-    """The store's own way in (store/db.py): apsw, then the sqlite-vec extension, in memory."""
+    """The store's own way in (store/sqlite.py): apsw, then the sqlite-vec extension, in memory."""
     try:
         apsw_version, sqlite_version, vec_version = capabilities.sqlite_vec_versions()
     except Exception as e:  # any failure here means the store cannot open; say which
@@ -133,7 +133,12 @@ def endpoint(preset: LLMPreset) -> Check:
     url = (preset.base_url or "").rstrip("/")
     local = "127.0.0.1" in url or "localhost" in url
     if preset.api_key_env and not api_key_is_set(preset.api_key_env) and not local:
-        return Check("endpoint", False, f"{url}: ${preset.api_key_env} is not set", f"export {preset.api_key_env}=... (the key is never written to disk)")
+        return Check(
+            "endpoint",
+            False,
+            f"{url}: ${preset.api_key_env} is not set",
+            f"export {preset.api_key_env}=... (the key is never written to disk)",
+        )
     probe = OpenAICompatBackend(
         name=preset.name, base_url=url, model=preset.model or "", api_key=api_key_from_env(preset.api_key_env), timeout=REACH_TIMEOUT_S
     )

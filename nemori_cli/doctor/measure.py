@@ -62,7 +62,10 @@ def stage_stats(probe: ProbeResult) -> dict[str, dict]:
 
 
 def overall(stats: dict[str, dict], probe: ProbeResult) -> dict:
-    total = {k: sum(s[k] for s in stats.values()) for k in ("calls", "valid_first_attempt", "retries", "failed", "fallbacks", "repairs", "prompt_tokens", "output_tokens")}
+    total = {
+        k: sum(s[k] for s in stats.values())
+        for k in ("calls", "valid_first_attempt", "retries", "failed", "fallbacks", "repairs", "prompt_tokens", "output_tokens")
+    }
     seconds = sum(s["seconds"] for s in stats.values())
     calls = total["calls"]
     n = len(sample.messages())

@@ -22,14 +22,23 @@ from typing import Any
 
 from nemori_cli import stages
 from nemori_cli.doctor import sample
+from nemori_cli.domain import CallRecord, EventRecord
 from nemori_cli.embed.base import Embedder, identity
 from nemori_cli.errors import NemoriError
 from nemori_cli.llm.base import StructuredLLM
-from nemori_cli.domain import CallRecord, EventRecord
 
 # The stages the probe runs and reports, in the method's order; ingest runs all but the last.
 STAGES = tuple(
-    s.name for s in (stages.PARTITION, stages.NARRATION, stages.INTEGRATION, stages.PREDICTION, stages.DISTILLATION, stages.CONSOLIDATION, stages.ANSWER)
+    s.name
+    for s in (
+        stages.PARTITION,
+        stages.NARRATION,
+        stages.INTEGRATION,
+        stages.PREDICTION,
+        stages.DISTILLATION,
+        stages.CONSOLIDATION,
+        stages.ANSWER,
+    )
 )
 INGEST_STAGES = STAGES[:-1]
 
@@ -47,9 +56,9 @@ class ProbeResult:
 
 def run(llm: StructuredLLM, embedder: Embedder) -> ProbeResult:
     with tempfile.TemporaryDirectory(prefix="nemori-doctor-") as tmp:
-        from nemori_cli.store.db import Database
+        from nemori_cli.store.sqlite import SqliteStore
 
-        db = Database(Path(tmp) / "probe.db")
+        db = SqliteStore(Path(tmp) / "probe.db")
         try:
             return _Probe(db, llm, embedder).run()
         finally:

@@ -38,7 +38,9 @@ def exit_code(verdict: str) -> int:
     return 1 if verdict == NOT_FIT else 0
 
 
-def decide(checks: list[Check], stages: dict[str, dict] | None, overall: dict | None, model: str | None, events: list | None = None) -> tuple[str, list[str]]:
+def decide(
+    checks: list[Check], stages: dict[str, dict] | None, overall: dict | None, model: str | None, events: list | None = None
+) -> tuple[str, list[str]]:
     failed = [c for c in checks if not c.ok]
     if failed:
         return NOT_FIT, _unique(c.advice or f"fix: {c.detail}" for c in failed)

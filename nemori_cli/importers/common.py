@@ -7,13 +7,18 @@ reads its times the same way.
 from __future__ import annotations
 
 import math
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from nemori_cli.errors import InputError
 
 # What a JSON value is called in an error line ("a JSON string, not an object").
 JSON_KINDS = {
-    list: "array", dict: "object", str: "string", int: "number", float: "number", bool: "boolean",
+    list: "array",
+    dict: "object",
+    str: "string",
+    int: "number",
+    float: "number",
+    bool: "boolean",
     type(None): "null",
 }
 
@@ -54,8 +59,7 @@ def decode(raw: bytes, source_name: str, first_line: int = 1) -> str:
         line = first_line + raw.count(b"\n", 0, e.start)
         column = e.start - raw.rfind(b"\n", 0, e.start)
         raise InputError(
-            f"{source_name}:{line}: not UTF-8 text (byte 0x{raw[e.start]:02x} at column {column});"
-            " expected UTF-8 encoded input"
+            f"{source_name}:{line}: not UTF-8 text (byte 0x{raw[e.start]:02x} at column {column}); expected UTF-8 encoded input"
         ) from None
 
 
@@ -80,7 +84,7 @@ def from_epoch(value: object) -> datetime:
     if abs(seconds) >= _MILLISECONDS_FROM:
         seconds /= 1000
     try:
-        return datetime.fromtimestamp(seconds, timezone.utc)
+        return datetime.fromtimestamp(seconds, UTC)
     except (OverflowError, OSError, ValueError):
         raise ValueError("out of range") from None
 

@@ -43,13 +43,24 @@ FORMATS = ("jsonl", "locomo", "chatgpt", "claude", "whatsapp", "telegram", "open
 
 # The first item's keys: decisive ones first, then those that only point at a format.
 _DECISIVE = (
-    ("mapping", "chatgpt"), ("chat_messages", "claude"), ("haystack_sessions", "longmemeval"),
-    ("sample_id", "locomo"), ("conversation", "locomo"), ("role", "openai"), ("messages", "openai"),
+    ("mapping", "chatgpt"),
+    ("chat_messages", "claude"),
+    ("haystack_sessions", "longmemeval"),
+    ("sample_id", "locomo"),
+    ("conversation", "locomo"),
+    ("role", "openai"),
+    ("messages", "openai"),
 )
 _HINTS = (
-    ("current_node", "chatgpt"), ("conversation_id", "chatgpt"), ("default_model_slug", "chatgpt"),
-    ("moderation_results", "chatgpt"), ("account", "claude"), ("uuid", "claude"),
-    ("question_id", "longmemeval"), ("haystack_dates", "longmemeval"), ("haystack_session_ids", "longmemeval"),
+    ("current_node", "chatgpt"),
+    ("conversation_id", "chatgpt"),
+    ("default_model_slug", "chatgpt"),
+    ("moderation_results", "chatgpt"),
+    ("account", "claude"),
+    ("uuid", "claude"),
+    ("question_id", "longmemeval"),
+    ("haystack_dates", "longmemeval"),
+    ("haystack_session_ids", "longmemeval"),
     ("qa", "locomo"),
 )
 _TELEGRAM_KEYS = ("chats", "left_chats", "personal_information")
@@ -80,7 +91,9 @@ def detect(head: bytes, name: str) -> str:
     if text[:1] == b"[":
         shape = _shape(text)
         found = _from_list(shape)
-        seen = f"a JSON list whose first item has the keys {', '.join(quote(k, 30) for k in shape.keys[:6])}" if shape.keys else "a JSON list"
+        seen = (
+            f"a JSON list whose first item has the keys {', '.join(quote(k, 30) for k in shape.keys[:6])}" if shape.keys else "a JSON list"
+        )
     elif text[:1] == b"{":
         found = _from_lines(first_line) or _from_object(_shape(text)) or "jsonl"
     else:

@@ -19,8 +19,14 @@ from nemori_cli.importers.peek import without_bom
 
 Event = tuple[str, str, object]
 _STARTS = {"start_map": "end_map", "start_array": "end_array"}
-_TOP_KINDS = {"start_map": "an object", "start_array": "a list", "string": "a string", "number": "a number",
-              "boolean": "a boolean", "null": "null"}
+_TOP_KINDS = {
+    "start_map": "an object",
+    "start_array": "a list",
+    "string": "a string",
+    "number": "a number",
+    "boolean": "a boolean",
+    "null": "null",
+}
 
 
 MAX_DEPTH = 256  # no export nests deeper; much deeper input is an attack on the parser, not a chat
@@ -95,9 +101,7 @@ class JsonStream:
         except StopIteration:
             raise InputError(f"{self.source}: empty input; {self.expected}") from None
         if event != wanted:
-            raise InputError(
-                f"{self.source}: the top level is {_TOP_KINDS.get(event, event)}, not {_TOP_KINDS[wanted]}; {self.expected}"
-            )
+            raise InputError(f"{self.source}: the top level is {_TOP_KINDS.get(event, event)}, not {_TOP_KINDS[wanted]}; {self.expected}")
 
     def build(self, event: str, value: object) -> object:
         """The whole value that starts with this event (iteratively: a deeply nested value is no recursion)."""
@@ -119,12 +123,10 @@ class JsonStream:
     def items(self, label: str) -> Iterator[tuple[int, object]]:
         """The items of the top-level list, built one at a time; ``at`` names the one being read."""
         self.top("start_array")
-        index = 0
-        for prefix, event, value in self:
+        for index, (prefix, event, value) in enumerate(self):
             if prefix == "" and event == "end_array":
                 break
             self.at = f"{label} {index}"
             yield index, self.build(event, value)
-            index += 1
         for _ in self:  # the rest: ijson refuses trailing garbage only when it is read
             pass

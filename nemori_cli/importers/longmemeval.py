@@ -76,9 +76,7 @@ def _record(out: Collector, record: dict, where: str, done: set[str]) -> None:
         raise InputError(f"{where}: no haystack_session_ids, haystack_dates and haystack_sessions lists; {EXPECTED}")
     ids, dates, sessions = lists
     if not len(ids) == len(dates) == len(sessions):
-        raise InputError(
-            f"{where}: {len(ids)} session ids, {len(dates)} dates and {len(sessions)} sessions; expected as many of each"
-        )
+        raise InputError(f"{where}: {len(ids)} session ids, {len(dates)} dates and {len(sessions)} sessions; expected as many of each")
     for session_id, date, turns in zip(ids, dates, sessions):
         if isinstance(session_id, bool) or not isinstance(session_id, (str, int)):
             raise InputError(f"{where}: a session id is {quote(session_id)}; expected a string")

@@ -32,16 +32,13 @@ _ONE_OBJECT = "expected one JSON object per line"
 _LOCOMO_FILE = "expected a LoCoMo file (a JSON list of samples)"
 _LOCOMO_DATE = "expected a date like '1:56 pm on 8 May, 2023'"
 _TURN = "expected {speaker, dia_id, text}"
-_LOCOMO_DT = re.compile(
-    r"(\d{1,2}):(\d{2})\s*([ap])\.?m\.?\s+on\s+(\d{1,2})\s+([a-z]+),?\s+(\d{4})", re.I
-)
+_LOCOMO_DT = re.compile(r"(\d{1,2}):(\d{2})\s*([ap])\.?m\.?\s+on\s+(\d{1,2})\s+([a-z]+),?\s+(\d{4})", re.I)
 # Month names spelled out here rather than via strptime's %B, which follows
 # the process locale and would break on a non-English machine.
 _MONTHS = {
     m: i
     for i, name in enumerate(
-        "january february march april may june july august september october"
-        " november december".split(),
+        ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december"],
         1,
     )
     for m in (name, name[:3])
@@ -50,7 +47,11 @@ _MONTHS = {
 # the key itself (session_01 stays session_01) is what is read.
 _SESSION_KEY = re.compile(r"session_([0-9]{1,9})")
 _JSON_KINDS = {
-    list: "array", str: "string", int: "number", float: "number", bool: "boolean",
+    list: "array",
+    str: "string",
+    int: "number",
+    float: "number",
+    bool: "boolean",
     type(None): "null",
 }
 
@@ -93,9 +94,7 @@ def _opt_key(obj: dict, name: str, where: str) -> str | None:
         return str(value)
     if isinstance(value, str) and value.strip():
         return _valid_text(value, where, name)
-    raise InputError(
-        f"{where}: '{name}' is {_quote(value)}; expected a non-empty string or an integer"
-    )
+    raise InputError(f"{where}: '{name}' is {_quote(value)}; expected a non-empty string or an integer")
 
 
 def _text_field(obj: dict, names: tuple[str, str], where: str, what: str) -> str:
@@ -110,9 +109,7 @@ def _text_field(obj: dict, names: tuple[str, str], where: str, what: str) -> str
     return _valid_text(value, where, key)
 
 
-def read_jsonl(
-    stream: typing.BinaryIO, source_name: str, *, default_timestamp: datetime | None = None
-) -> list[IncomingMessage]:
+def read_jsonl(stream: typing.BinaryIO, source_name: str, *, default_timestamp: datetime | None = None) -> list[IncomingMessage]:
     """Read JSON Lines; ``default_timestamp`` fills only missing timestamps."""
     messages: list[IncomingMessage] = []
     seen_ids: dict[str, int] = {}
@@ -126,9 +123,7 @@ def read_jsonl(
         try:
             obj = _loads(text)
         except json.JSONDecodeError as e:
-            raise InputError(
-                f"{where}: not valid JSON ({e.msg} at column {e.colno}); {_ONE_OBJECT}"
-            ) from None
+            raise InputError(f"{where}: not valid JSON ({e.msg} at column {e.colno}); {_ONE_OBJECT}") from None
         except ValueError as e:
             raise InputError(f"{where}: not usable JSON ({e}); {_ONE_OBJECT}") from None
         if not isinstance(obj, dict):
@@ -139,10 +134,7 @@ def read_jsonl(
         stamp = obj.get("timestamp")
         if stamp is None:
             if default_timestamp is None:
-                raise InputError(
-                    f"{where}: no 'timestamp' ({_TS_EXAMPLE});"
-                    " pass --default-timestamp to supply one"
-                )
+                raise InputError(f"{where}: no 'timestamp' ({_TS_EXAMPLE}); pass --default-timestamp to supply one")
             timestamp = default_timestamp
         else:
             try:
@@ -150,16 +142,12 @@ def read_jsonl(
                     raise ValueError
                 timestamp = parse_timestamp(stamp)
             except ValueError:
-                raise InputError(
-                    f"{where}: 'timestamp' {_quote(stamp)} is not a date-time;"
-                    f" expected {_TS_EXAMPLE}"
-                ) from None
+                raise InputError(f"{where}: 'timestamp' {_quote(stamp)} is not a date-time; expected {_TS_EXAMPLE}") from None
         source_id = _opt_key(obj, "id", where)
         if source_id is not None:
             if source_id in seen_ids:
                 raise InputError(
-                    f"{where}: id {_quote(source_id)} already used on line {seen_ids[source_id]};"
-                    " expected ids unique within one input"
+                    f"{where}: id {_quote(source_id)} already used on line {seen_ids[source_id]}; expected ids unique within one input"
                 )
             seen_ids[source_id] = lineno
         messages.append(
@@ -183,10 +171,7 @@ def load_locomo_samples(stream: typing.BinaryIO, source_name: str) -> list[dict]
     try:
         data = _loads(text)
     except json.JSONDecodeError as e:
-        raise InputError(
-            f"{source_name}:{e.lineno}: not valid JSON ({e.msg} at column {e.colno});"
-            f" {_LOCOMO_FILE}"
-        ) from None
+        raise InputError(f"{source_name}:{e.lineno}: not valid JSON ({e.msg} at column {e.colno}); {_LOCOMO_FILE}") from None
     except ValueError as e:
         raise InputError(f"{source_name}: not usable JSON ({e}); {_LOCOMO_FILE}") from None
     if not isinstance(data, list) or not data:
@@ -205,9 +190,7 @@ def list_locomo_samples(stream: typing.BinaryIO, source_name: str = "<input>") -
     return [str(s["sample_id"]) for s in load_locomo_samples(stream, source_name)]
 
 
-def read_locomo(
-    stream: typing.BinaryIO, source_name: str, *, sample_id: str | None
-) -> list[IncomingMessage]:
+def read_locomo(stream: typing.BinaryIO, source_name: str, *, sample_id: str | None) -> list[IncomingMessage]:
     """Read one LoCoMo sample's sessions in order.
 
     Turns get their session's time plus i seconds: LoCoMo dates sessions to the
@@ -220,10 +203,7 @@ def read_locomo(
     available = ", ".join(i if i.isprintable() and i == i.strip() and i else _quote(i, 40) for i in ids)
     if sample_id is None:
         if len(samples) != 1:
-            raise InputError(
-                f"{source_name}: holds {len(samples)} samples;"
-                f" expected a sample id to choose one ({available})"
-            )
+            raise InputError(f"{source_name}: holds {len(samples)} samples; expected a sample id to choose one ({available})")
         sample = samples[0]
     elif ids.count(sample_id) == 1:
         sample = samples[ids.index(sample_id)]

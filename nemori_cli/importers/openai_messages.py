@@ -41,12 +41,19 @@ from nemori_cli.importers.selection import Selection
 
 FORMAT = "openai"
 NAMESPACE = "openai:"
-EXPECTED = "expected OpenAI-style messages ([{\"role\", \"content\"}], one list per conversation)"
+EXPECTED = 'expected OpenAI-style messages ([{"role", "content"}], one list per conversation)'
 _LINE_PEEK = 1 << 20  # a first line this long is no JSON Lines line: read as one document
 _TIME_FIELDS = ("timestamp", "created_at", "created")
 _LEFT_OUT = {"system": "system", "developer": "system", "tool": "tool", "function": "tool"}
-_NOTES = {"image_url": "[image]", "image": "[image]", "input_image": "[image]", "input_audio": "[audio]", "audio": "[audio]",
-          "file": "[file]", "input_file": "[file]"}
+_NOTES = {
+    "image_url": "[image]",
+    "image": "[image]",
+    "input_image": "[image]",
+    "input_audio": "[audio]",
+    "audio": "[audio]",
+    "file": "[file]",
+    "input_file": "[file]",
+}
 
 
 class _Conversation:
@@ -140,8 +147,7 @@ def _document(stream: typing.BinaryIO, source: str) -> Iterator[_Conversation]:
     if event != "start_array":
         raise InputError(f"{source}: the top level is {event.replace('_', ' ')}; {EXPECTED}")
     singles: list = []
-    index = 0
-    for prefix, event, value in doc:
+    for index, (prefix, event, value) in enumerate(doc):
         if prefix == "" and event == "end_array":
             break
         doc.at = f"item {index}"
@@ -153,7 +159,6 @@ def _document(stream: typing.BinaryIO, source: str) -> Iterator[_Conversation]:
             raise InputError(f"{where}: {kind(item)} after items that were messages; expected a list of messages or of conversations")
         else:
             yield _conversation(item, where)
-        index += 1
     for _ in doc:
         pass
     if singles:
@@ -175,7 +180,7 @@ def _messages(out: Collector, conv: _Conversation, ident: str, default: datetime
     for n, msg in enumerate(conv.raw):
         at = f"{conv.where} message {n}"
         if not isinstance(msg, dict):
-            raise InputError(f"{at}: {kind(msg)}, not an object; expected {{\"role\", \"content\"}}")
+            raise InputError(f'{at}: {kind(msg)}, not an object; expected {{"role", "content"}}')
         role = msg.get("role")
         if not isinstance(role, str) or not role.strip():
             raise InputError(f"{at}: 'role' is {quote(role)}; expected user, assistant, system or tool")
@@ -200,13 +205,9 @@ def _time(msg: dict, where: str, default: datetime | None, position: int) -> dat
         try:
             return parse_iso(value) if isinstance(value, str) and not value.strip().isdigit() else from_epoch(value)
         except ValueError:
-            raise InputError(
-                f"{where}: '{field}' is {quote(value)}; expected an ISO 8601 time or seconds since 1970"
-            ) from None
+            raise InputError(f"{where}: '{field}' is {quote(value)}; expected an ISO 8601 time or seconds since 1970") from None
     if default is None:
-        raise InputError(
-            f"{where}: no time ('timestamp', 'created_at' or 'created'); pass --default-timestamp to date the messages"
-        )
+        raise InputError(f"{where}: no time ('timestamp', 'created_at' or 'created'); pass --default-timestamp to date the messages")
     try:
         return default + timedelta(seconds=position)
     except OverflowError:
@@ -230,5 +231,5 @@ def _content(content: object, where: str) -> str:
             ptype = part.get("type")
             pieces.append(_NOTES.get(ptype, "[attachment]") if isinstance(ptype, str) else "[attachment]")
         else:
-            raise InputError(f"{where}: content part {j} is {kind(part)}; expected {{\"type\": \"text\", \"text\"}}")
+            raise InputError(f'{where}: content part {j} is {kind(part)}; expected {{"type": "text", "text"}}')
     return "\n".join(p for p in pieces if p)

@@ -62,8 +62,9 @@ class Selection:
         return " ".join(parts)
 
 
-
-def choose(conversations: tuple[str, ...], since: str | None, until: str | None, *, names: tuple[str, str] = ("since", "until")) -> Selection:
+def choose(
+    conversations: tuple[str, ...], since: str | None, until: str | None, *, names: tuple[str, str] = ("since", "until")
+) -> Selection:
     """A Selection from text bounds, checked; errors call the bounds by ``names`` (the CLI passes its flags, "--since", "--until")."""
     bounds = []
     for name, value, end in ((names[0], since, False), (names[1], until, True)):

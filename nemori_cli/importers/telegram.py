@@ -36,8 +36,12 @@ EXPECTED = "expected a Telegram Desktop export (result.json: a chat with 'messag
 # Where chats sit: the file itself (one chat), or the items of these lists (the whole account).
 _CHAT_LISTS = ("chats.list.item", "left_chats.list.item")
 _MEDIA = {
-    "sticker": "sticker", "voice_message": "voice message", "video_message": "video message",
-    "video_file": "video", "animation": "gif", "audio_file": "audio",
+    "sticker": "sticker",
+    "voice_message": "voice message",
+    "video_message": "video message",
+    "video_file": "video",
+    "animation": "gif",
+    "audio_file": "audio",
 }
 
 

@@ -24,9 +24,9 @@ from typing import Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from nemori_cli.domain import CallRecord, EventRecord
 from nemori_cli.errors import LLMOutputError, ModelError
 from nemori_cli.llm.schema import decoder_safe
-from nemori_cli.domain import CallRecord, EventRecord
 from nemori_cli.stages import Stage
 
 T = TypeVar("T", bound=BaseModel)
@@ -236,7 +236,9 @@ class StructuredLLM:
                     break
                 continue
             except ModelError:
-                self._record(stage, prompt_tokens, completion_tokens, (time.perf_counter() - started) * 1000 + earlier_ms, attempts, "failed")
+                self._record(
+                    stage, prompt_tokens, completion_tokens, (time.perf_counter() - started) * 1000 + earlier_ms, attempts, "failed"
+                )
                 raise
             last_text = raw.text
             earlier_ms += raw.ms or 0.0
@@ -253,7 +255,10 @@ class StructuredLLM:
         ms = (time.perf_counter() - started) * 1000 + earlier_ms
         self._record(stage, prompt_tokens, completion_tokens, ms, attempts, "failed")
         failure = ContextOverflow if overflow else LLMOutputError
-        raise failure(f"{stage.name}: model {self.model_id} gave no valid answer in {attempts} attempt{'s' if attempts != 1 else ''} ({problem})", raw=last_text)
+        raise failure(
+            f"{stage.name}: model {self.model_id} gave no valid answer in {attempts} attempt{'s' if attempts != 1 else ''} ({problem})",
+            raw=last_text,
+        )
 
     def _record(self, stage: Stage, p: int, c: int, ms: float, attempts: int, outcome: str) -> None:
         self.log.calls.append(CallRecord(stage.name, self.model_id, p, c, round(ms, 1), attempts, outcome))

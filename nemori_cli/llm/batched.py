@@ -23,6 +23,7 @@ llama.cpp's own (llama_batch, llama_decode, llama_memory_seq_cp).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import time
 from dataclasses import dataclass
@@ -63,7 +64,9 @@ class Generated:
 class BatchedDecoder:
     """Up to ``sequences`` generations at once over a loaded ``llama_cpp.Llama``."""
 
-    def __init__(self, llama, *, sequences: int, n_ctx_per_sequence: int, n_threads: int, repeat_penalty: float = 1.1, unified: bool = False):
+    def __init__(
+        self, llama, *, sequences: int, n_ctx_per_sequence: int, n_threads: int, repeat_penalty: float = 1.1, unified: bool = False
+    ):
         import llama_cpp
 
         self._lib, self._llama = llama_cpp, llama
@@ -100,10 +103,8 @@ class BatchedDecoder:
             self._ctx = None
 
     def __del__(self):  # pragma: no cover - interpreter shutdown order varies
-        try:
+        with contextlib.suppress(Exception):
             self.close()
-        except Exception:
-            pass
 
     # -- the batch ----------------------------------------------------------
 
@@ -116,7 +117,9 @@ class BatchedDecoder:
         b.n_tokens = len(items)
         status = self._lib.llama_decode(self._ctx, b)
         if status != 0:
-            raise ModelError(f"llama_decode failed with status {status} (the context of {self.sequences * self.n_ctx_per_sequence} tokens is full?)")
+            raise ModelError(
+                f"llama_decode failed with status {status} (the context of {self.sequences * self.n_ctx_per_sequence} tokens is full?)"
+            )
 
     def _logits(self, index: int) -> np.ndarray:
         return read_logits(self._lib, self._ctx, index, self._n_vocab)

@@ -16,6 +16,7 @@ crashed the process instead).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 
 import numpy as np
@@ -46,10 +47,8 @@ class ShortlistGrammar:
             self._sampler = None
 
     def __del__(self):  # pragma: no cover - interpreter shutdown order varies
-        try:
+        with contextlib.suppress(Exception):
             self.close()
-        except Exception:
-            pass
 
     def _apply(self, ids: np.ndarray, logits: np.ndarray) -> np.ndarray:
         """Allowed mask for ``ids`` under the grammar's current state."""
@@ -85,7 +84,9 @@ class ShortlistGrammar:
         return masked
 
 
-def greedy_choice(grammar: ShortlistGrammar, seen: np.ndarray, logits: np.ndarray, written: list[int], repeat_penalty: float, window: int) -> int:
+def greedy_choice(
+    grammar: ShortlistGrammar, seen: np.ndarray, logits: np.ndarray, written: list[int], repeat_penalty: float, window: int
+) -> int:
     """The token llama-cpp-python's greedy path picks: its sampler chain, in its order.
 
     The chain is: the logits processor (the grammar, shortlisted on the raw

@@ -18,11 +18,11 @@ the guesses barely paid (docs/PERFORMANCE.md section 9).
 from __future__ import annotations
 
 import json
+import os
 import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-import os
 from pathlib import Path
 
 from nemori_cli.errors import LLMOutputError, ModelError
@@ -84,7 +84,9 @@ class LlamaCppBackend:
                 " free memory, or choose a smaller model (`nemori models`)"
             ) from None
         except (ValueError, RuntimeError) as e:
-            raise ModelError(f"model {name}: llama.cpp cannot load {path} ({e}); if memory is short, choose a smaller model (`nemori models`)") from None
+            raise ModelError(
+                f"model {name}: llama.cpp cannot load {path} ({e}); if memory is short, choose a smaller model (`nemori models`)"
+            ) from None
         self.states = PrefixStates(self.llama)
         self.states.enabled &= prefix_cache
 
@@ -146,8 +148,13 @@ class LlamaCppBackend:
         except OSError:
             size = None
         return {
-            "model": self.model_id, "file": self.path.name, "bytes": size, "n_ctx": self.n_ctx, "n_batch": self.llama.n_batch,
-            "llama_cpp": getattr(llama_cpp, "__version__", "?"), "kv": "default",
+            "model": self.model_id,
+            "file": self.path.name,
+            "bytes": size,
+            "n_ctx": self.n_ctx,
+            "n_batch": self.llama.n_batch,
+            "llama_cpp": getattr(llama_cpp, "__version__", "?"),
+            "kv": "default",
         }
 
     def can_prefill(self) -> bool:
@@ -251,7 +258,11 @@ class LlamaCppBackend:
         A prompt too long for the context fails as it would on its own.
         """
         results: list[RawCompletion | LLMOutputError | None] = [None] * len(requests)
-        together = [i for i, r in enumerate(requests) if r.temperature == 0 and self._can_batch()] if self.parallel > 1 and len(requests) > 1 else []
+        together = (
+            [i for i, r in enumerate(requests) if r.temperature == 0 and self._can_batch()]
+            if self.parallel > 1 and len(requests) > 1
+            else []
+        )
         for i, r in enumerate(requests):
             if i not in together:
                 results[i] = self._one(r)

@@ -27,6 +27,7 @@ the prompt-lookup decoding of Saxena (2023), as llama.cpp's n-gram drafts use it
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -100,10 +101,8 @@ class LookupDecoder:
             self._batch = None
 
     def __del__(self):  # pragma: no cover - interpreter shutdown order varies
-        try:
+        with contextlib.suppress(Exception):
             self.close()
-        except Exception:
-            pass
 
     # -- the context ----------------------------------------------------------
 
@@ -193,7 +192,9 @@ class LookupDecoder:
             keep(token)
             if len(written) >= max_tokens:
                 break
-            guess = propose(history[:size], min(self.draft_max, max_tokens - len(written)), ngram_max=self.ngram_max, ngram_min=self.ngram_min)
+            guess = propose(
+                history[:size], min(self.draft_max, max_tokens - len(written)), ngram_max=self.ngram_max, ngram_min=self.ngram_min
+            )
             self._decode([token, *guess], size - 1, 0)
             decodes += 1
             self.stats.drafted += len(guess)

@@ -215,7 +215,9 @@ class OpenAICompatBackend:
         except OSError as e:
             raise _os_failure(e) from None
 
-    def _request(self, path: str, body: dict | None, *, timeout: float | None = None, retry_500: bool = True, retry_timeout: bool = True) -> bytes:
+    def _request(
+        self, path: str, body: dict | None, *, timeout: float | None = None, retry_500: bool = True, retry_timeout: bool = True
+    ) -> bytes:
         """The body of a 2xx answer; a _Failure (with its attempts) once the retries are spent or the fault is not transient."""
         transient = TRANSIENT_STATUS if retry_500 else TRANSIENT_STATUS - {500}
         attempts = 0
@@ -260,7 +262,11 @@ class OpenAICompatBackend:
         if failure.kind == "timeout":
             if failure.detail == "no connection":
                 return ModelError(f"endpoint {url} unreachable (no connection within the connect timeout, {tries})")
-            hint = "a server that is up lists its models at once" if path == "/models" else "if the server is only slow, raise `timeout` in its preset"
+            hint = (
+                "a server that is up lists its models at once"
+                if path == "/models"
+                else "if the server is only slow, raise `timeout` in its preset"
+            )
             return ModelError(f"endpoint {url}: no answer to {path} within {timeout or self.timeout:g} s ({tries}); {hint}")
         if failure.kind == "reset":
             return ModelError(f"endpoint {url}: {failure.detail} without a whole answer to {path} ({tries})")
@@ -330,12 +336,16 @@ class OpenAICompatBackend:
                 payload = self._request("/chat/completions", body, retry_500=bool(known))
             except _Failure as failure:
                 if failure.kind == "http" and failure.status in (400, 413, 422, 500) and _CONTEXT.search(failure.detail):
-                    raise ContextOverflow(f"endpoint {self.base_url}: the prompt is longer than the model's context (HTTP {failure.status}: {failure.detail})") from None
+                    raise ContextOverflow(
+                        f"endpoint {self.base_url}: the prompt is longer than the model's context (HTTP {failure.status}: {failure.detail})"
+                    ) from None
                 if failure.kind == "http" and failure.status in (400, 422, 500) and not known:
                     rejected.append(f"HTTP {failure.status}: {failure.detail}")
                     continue  # this server does not take this response_format; try the next
                 if failure.kind == "http" and failure.status in (400, 413, 422):
-                    raise LLMOutputError(f"endpoint {self.base_url} turned this request down (HTTP {failure.status}: {failure.detail})") from None
+                    raise LLMOutputError(
+                        f"endpoint {self.base_url} turned this request down (HTTP {failure.status}: {failure.detail})"
+                    ) from None
                 raise self._unusable(failure, "/chat/completions") from None
             completion = self._completion(payload)
             _working_format[self.base_url] = kind
@@ -379,7 +389,9 @@ class OpenAICompatBackend:
         out = _parse(payload)
         where = f"endpoint {self.base_url}"
         if not isinstance(out, dict):
-            raise LLMOutputError(f"{where} answered {_describe(payload)} instead of a chat completion", raw=payload.decode("utf-8", "replace")[:500])
+            raise LLMOutputError(
+                f"{where} answered {_describe(payload)} instead of a chat completion", raw=payload.decode("utf-8", "replace")[:500]
+            )
         if out.get("error") and not out.get("choices"):
             message = _error_text(payload)
             if _CONTEXT.search(message):

@@ -40,9 +40,14 @@ INSTRUCTIONS = (
 
 AsOf = Annotated[
     str | None,
-    Field(default=None, description="Read memory as it stood at this point of the conversation (ISO date, meaning the end of that day, or date-time)."),
+    Field(
+        default=None,
+        description="Read memory as it stood at this point of the conversation (ISO date, meaning the end of that day, or date-time).",
+    ),
 ]
-UserArg = Annotated[str | None, Field(default=None, description="Whose memory (only if the server allows any user; default: the server's).")]
+UserArg = Annotated[
+    str | None, Field(default=None, description="Whose memory (only if the server allows any user; default: the server's).")
+]
 
 
 class MessageIn(BaseModel):
@@ -104,7 +109,9 @@ class Forgotten(BaseModel):
 
 
 def _memory_out(hit) -> MemoryItem:
-    return MemoryItem(kind=hit.kind, id=hit.id, title=hit.title, text=hit.text, start=_iso(hit.start), end=_iso(hit.end), score=round(hit.score, 6))
+    return MemoryItem(
+        kind=hit.kind, id=hit.id, title=hit.title, text=hit.text, start=_iso(hit.start), end=_iso(hit.end), score=round(hit.score, 6)
+    )
 
 
 def _iso(value: datetime) -> str:
@@ -145,7 +152,9 @@ def build(memories: Memories):
 
     def tool(title: str, *, read_only: bool, destructive: bool):
         """Register a tool with its title and the spec's hints: every nemori tool is idempotent and touches only the local file."""
-        hints = ToolAnnotations(title=title, read_only_hint=read_only, destructive_hint=destructive, idempotent_hint=True, open_world_hint=False)
+        hints = ToolAnnotations(
+            title=title, read_only_hint=read_only, destructive_hint=destructive, idempotent_hint=True, open_world_hint=False
+        )
         return server.tool(title=title, annotations=hints, structured_output=True)
 
     def run(call):
@@ -158,19 +167,31 @@ def build(memories: Memories):
     def remember(
         messages: Annotated[list[MessageIn], Field(min_length=1, description="Messages in time order.")],
         flush: Annotated[bool, Field(description="Make episodes of the last messages too (true), or keep them pending for more.")] = True,
-        build: Annotated[bool, Field(description="Build episodes and facts now (true), or only store the messages: searchable at once, built later by `nemori build`.")] = True,
+        build: Annotated[
+            bool,
+            Field(
+                description="Build episodes and facts now (true), or only store the messages: searchable at once, built later by `nemori build`."
+            ),
+        ] = True,
         user: UserArg = None,
     ) -> Remembered:
         """Store timestamped messages and make episodes and facts of them. A message already stored under its id is not stored again."""
+
         def call():
             memory = memories.of(user)
             result = memory.ingest([m.model_dump() for m in messages], flush=flush, build=build)
             state = memory.build_state().as_json() if result.pending else None
             return Remembered(
-                added=result.added, changed=result.changed, episodes=result.episodes, facts=result.facts,
-                notes=result.notes, pending=result.pending, seconds=round(result.seconds, 2),
+                added=result.added,
+                changed=result.changed,
+                episodes=result.episodes,
+                facts=result.facts,
+                notes=result.notes,
+                pending=result.pending,
+                seconds=round(result.seconds, 2),
                 built=Built(**{k: state[k] for k in Built.model_fields}) if state else None,
             )
+
         return run(call)
 
     @tool("Recall memories", read_only=True, destructive=False)
@@ -187,20 +208,28 @@ def build(memories: Memories):
     @tool("Ask memory", read_only=True, destructive=False)
     def ask(
         question: Annotated[str, Field(min_length=1, description="A question about what was said, e.g. 'When did Priya move to Berlin?'")],
-        today: Annotated[str | None, Field(default=None, description="Date to treat as today for 'how long ago' questions (ISO 8601).")] = None,
+        today: Annotated[
+            str | None, Field(default=None, description="Date to treat as today for 'how long ago' questions (ISO 8601).")
+        ] = None,
         as_of: AsOf = None,
         user: UserArg = None,
     ) -> Answered:
         """Answer a question from memory with the local model, citing the episodes used."""
+
         def call():
             memory = memories.of(user)
             answer = memory.ask(question, today=today, as_of=as_of)
             state = memory.build_state().as_json()
             return Answered(
-                question=answer.question, answer=answer.answer, abstained=answer.abstained, failed=answer.failed,
-                cited_episodes=list(answer.cited), memories=[_memory_out(h) for h in answer.hits],
+                question=answer.question,
+                answer=answer.answer,
+                abstained=answer.abstained,
+                failed=answer.failed,
+                cited_episodes=list(answer.cited),
+                memories=[_memory_out(h) for h in answer.hits],
                 built=Built(**{k: state[k] for k in Built.model_fields}),
             )
+
         return run(call)
 
     @tool("Forget a memory", read_only=False, destructive=True)
@@ -215,7 +244,15 @@ def build(memories: Memories):
     return server
 
 
-def serve(db_path: str, user: str, *, any_user: bool = False, model: str | None = None, embedder: str | None = None, answer_model: str | None = None) -> None:
+def serve(
+    db_path: str,
+    user: str,
+    *,
+    any_user: bool = False,
+    model: str | None = None,
+    embedder: str | None = None,
+    answer_model: str | None = None,
+) -> None:
     """Run the server on stdin/stdout until the client closes it."""
     memories = Memories(db_path, user, any_user=any_user, model=model, embedder=embedder, answer_model=answer_model)
     try:

@@ -28,24 +28,117 @@ from datetime import datetime
 import numpy as np
 
 from nemori_cli import stages
+from nemori_cli.dates import annotate_relative_times, format_date
 from nemori_cli.domain import Fact, Note
 from nemori_cli.embed.base import Embedder
 from nemori_cli.errors import LLMOutputError
 from nemori_cli.llm.base import StructuredLLM
-from nemori_cli.dates import annotate_relative_times, format_date
 from nemori_cli.prompts import amem as prompt
 from nemori_cli.store import notes as note_sql
-from nemori_cli.store.db import Database
+from nemori_cli.store.contract import Store
 
 CONSTRUCTION = stages.NOTE
 LINKING = stages.LINKING
 
 _WORD = re.compile(r"[A-Za-z][\w'-]+")
 _SKIP = frozenset(
-    "the a an and or but so that this these those with from into about have has had was were will would could should "
-    "been being just really very what when where which who how why you your yours our ours they them their there here "
-    "then than also too not yes yeah okay ok hey hi hello thanks thank said says think know like going get got can "
-    "are is it its it's i'm i've i'd me my mine we us he him his she her hers for of to in on at by".split()
+    [
+        "the",
+        "a",
+        "an",
+        "and",
+        "or",
+        "but",
+        "so",
+        "that",
+        "this",
+        "these",
+        "those",
+        "with",
+        "from",
+        "into",
+        "about",
+        "have",
+        "has",
+        "had",
+        "was",
+        "were",
+        "will",
+        "would",
+        "could",
+        "should",
+        "been",
+        "being",
+        "just",
+        "really",
+        "very",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "how",
+        "why",
+        "you",
+        "your",
+        "yours",
+        "our",
+        "ours",
+        "they",
+        "them",
+        "their",
+        "there",
+        "here",
+        "then",
+        "than",
+        "also",
+        "too",
+        "not",
+        "yes",
+        "yeah",
+        "okay",
+        "ok",
+        "hey",
+        "hi",
+        "hello",
+        "thanks",
+        "thank",
+        "said",
+        "says",
+        "think",
+        "know",
+        "like",
+        "going",
+        "get",
+        "got",
+        "can",
+        "are",
+        "is",
+        "it",
+        "its",
+        "it's",
+        "i'm",
+        "i've",
+        "i'd",
+        "me",
+        "my",
+        "mine",
+        "we",
+        "us",
+        "he",
+        "him",
+        "his",
+        "she",
+        "her",
+        "hers",
+        "for",
+        "of",
+        "to",
+        "in",
+        "on",
+        "at",
+        "by",
+    ]
 )
 
 
@@ -84,9 +177,7 @@ class Amem:
         """(attributes, origin): the model's, or the deterministic ones when its answer is unusable."""
         day = format_date(source.timestamp.date())
         try:
-            value = self.llm.complete(
-                prompt.render_attributes(source.content, day), schema=prompt.NoteAttributes, stage=CONSTRUCTION
-            ).value
+            value = self.llm.complete(prompt.render_attributes(source.content, day), schema=prompt.NoteAttributes, stage=CONSTRUCTION).value
         except LLMOutputError as e:
             self.llm.log.fallback(CONSTRUCTION, f"{e.message}; keywords taken from the memory's own words")
             return fallback_attributes(source.content, day), "fallback"
@@ -99,7 +190,7 @@ class Amem:
             self.llm.log.repaired(CONSTRUCTION, "no keywords given; took the memory's own words")
         return value.model_copy(update={"keywords": keywords, "tags": tags}), "model"
 
-    def plan(self, db: Database, user: str, source: NoteSource, attributes: tuple[prompt.NoteAttributes, str] | None = None) -> "NotePlan":
+    def plan(self, db: Store, user: str, source: NoteSource, attributes: tuple[prompt.NoteAttributes, str] | None = None) -> NotePlan:
         """Everything the model decides for a new note, without writing: safe to run before the write lock is taken."""
         attrs, origin = attributes or self.attributes(source)
         vector = self._vector(source.content, attrs.keywords, attrs.tags, attrs.context)
@@ -109,7 +200,7 @@ class Amem:
         decision = self._decide(source, attrs, ordered, dict(found))
         return NotePlan(source, attrs, origin, vector, {n.id: n for n in ordered}, decision)
 
-    def write(self, db: Database, user: str, plan: "NotePlan") -> int:
+    def write(self, db: Store, user: str, plan: NotePlan) -> int:
         """Store a planned note, its links and its neighbours' evolution; returns its id. Caller holds the transaction.
 
         A neighbour deleted since the plan is skipped; one changed since keeps
@@ -148,7 +239,7 @@ class Amem:
             )
         return note_id
 
-    def remember(self, db: Database, user: str, source: NoteSource, attributes: tuple[prompt.NoteAttributes, str] | None = None) -> int:
+    def remember(self, db: Store, user: str, source: NoteSource, attributes: tuple[prompt.NoteAttributes, str] | None = None) -> int:
         """Plan and write one note at once (the caller holds the transaction throughout)."""
         return self.write(db, user, self.plan(db, user, source, attributes))
 
@@ -163,12 +254,12 @@ class Amem:
             return _Decision((), ())
         day = format_date(source.timestamp.date())
         try:
-            value = self.llm.complete(
-                prompt.render_links(source.content, day, attrs, neighbours), schema=schema, stage=LINKING
-            ).value
+            value = self.llm.complete(prompt.render_links(source.content, day, attrs, neighbours), schema=schema, stage=LINKING).value
         except LLMOutputError as e:
             chosen = tuple(i for i in ids if similarity.get(i, 0.0) >= self.settings.link_floor)
-            self.llm.log.fallback(LINKING, f"{e.message}; linked the {len(chosen)} neighbours with cosine >= {self.settings.link_floor}, evolved none")
+            self.llm.log.fallback(
+                LINKING, f"{e.message}; linked the {len(chosen)} neighbours with cosine >= {self.settings.link_floor}, evolved none"
+            )
             return _Decision(chosen, ())
         links = tuple(dict.fromkeys(value.links))
         updates, seen = [], set()
@@ -217,12 +308,19 @@ class NotePlan:
     decision: _Decision
 
 
-def evoke(db: Database, user: str, vector: np.ndarray, *, k: int, threshold: float) -> list[Fact]:
+def evoke(db: Store, user: str, vector: np.ndarray, *, k: int, threshold: float) -> list[Fact]:
     """What notes already say about something, shaped as facts for the prediction step (--memory nemori+amem)."""
     hits = [(i, s) for i, s in note_sql.vector_search(db, user, vector, k) if s > threshold]
     found = note_sql.by_ids(db, user, [i for i, _ in hits])
     return [
-        Fact(id=n.id, user=user, text=n.content, created_at=n.created_at, status="active", source_episode_ids=(n.episode_id,) if n.episode_id else ())
+        Fact(
+            id=n.id,
+            user=user,
+            text=n.content,
+            created_at=n.created_at,
+            status="active",
+            source_episode_ids=(n.episode_id,) if n.episode_id else (),
+        )
         for n in (found[i] for i, _ in hits if i in found)
     ]
 

@@ -12,13 +12,12 @@ from typing import TYPE_CHECKING
 
 from nemori_cli.domain import Backlog, Message, to_epoch
 from nemori_cli.errors import ConfigError
-from nemori_cli.memory import amem
+from nemori_cli.memory import amem, semantic
 from nemori_cli.memory.amem import NotePlan, NoteSource
 from nemori_cli.memory.mode import Made, MemoryMode, NewEpisode, Tools, Worker
-from nemori_cli.memory import semantic
 from nemori_cli.store import messages as message_sql
 from nemori_cli.store import notes as note_sql
-from nemori_cli.store.db import Database
+from nemori_cli.store.contract import Store
 
 if TYPE_CHECKING:
     from nemori_cli.memory.profile import Profile
@@ -32,7 +31,9 @@ class _MessageNotes(Worker):
         self.notes = amem.Amem(tools.llm, tools.embedder, tools.notes)
 
     def plan_message(self, message: Message) -> NotePlan:
-        source = NoteSource(amem.message_content(message.speaker, message.content, message.timestamp), message.timestamp, message_id=message.id)
+        source = NoteSource(
+            amem.message_content(message.speaker, message.content, message.timestamp), message.timestamp, message_id=message.id
+        )
         return self.notes.plan(self.tools.db, self.tools.user, source)  # both model calls
 
     def write_message(self, plan: NotePlan) -> Made | None:
@@ -66,13 +67,13 @@ class Amem(MemoryMode):
         # Every message is a note; every note but the first has neighbours to link.
         return {_NOTE_STAGES[0]: messages, _NOTE_STAGES[1]: max(messages - 1, 0)}
 
-    def backlog(self, db: Database, user: str) -> Backlog:
+    def backlog(self, db: Store, user: str) -> Backlog:
         return note_sql.unnoted_backlog(db, user)  # a message waits for its note, not an episode
 
-    def waiting(self, db: Database, user: str, limit: int) -> list[int]:
+    def waiting(self, db: Store, user: str, limit: int) -> list[int]:
         return note_sql.unnoted_messages(db, user, limit=limit)
 
-    def first_waiting(self, db: Database, user: str) -> float | None:
+    def first_waiting(self, db: Store, user: str) -> float | None:
         ids = self.waiting(db, user, limit=1)  # oldest first
         found = message_sql.by_ids(db, user, ids)
         return to_epoch(found[ids[0]].timestamp) if ids and ids[0] in found else None
@@ -80,7 +81,7 @@ class Amem(MemoryMode):
     def start(self, profile: Profile, tools: Tools) -> Worker:
         return _MessageNotes(tools)
 
-    def searches_raw_turns(self, db: Database, user: str) -> bool:
+    def searches_raw_turns(self, db: Store, user: str) -> bool:
         # Each note is one raw message, with its attributes and links (what this mode is measured on);
         # before any note is made (an interrupted first ingest), the raw turns are all there is.
         return not note_sql.any_from_messages(db, user)
@@ -94,7 +95,9 @@ class _FactNotes(Worker):
     def after_episode(self, episode: NewEpisode) -> Made:
         t = self.tools
         # What memory already knows lives in the notes here.
-        made = semantic.distill(t.db, t.user, t.llm, episode.draft.title, list(episode.messages), episode.vector, t.semantic, evoke=amem.evoke)
+        made = semantic.distill(
+            t.db, t.user, t.llm, episode.draft.title, list(episode.messages), episode.vector, t.semantic, evoke=amem.evoke
+        )
         semantic.record(t.db, t.user, episode.id, made)  # what the prediction (from notes) missed, with the notes it made
         texts = made.facts
         for text in texts:

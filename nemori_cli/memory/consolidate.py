@@ -33,7 +33,7 @@ from nemori_cli.llm.base import StructuredLLM
 from nemori_cli.memory.semantic import names_in
 from nemori_cli.prompts import consolidate as prompt
 from nemori_cli.store import facts as fact_sql
-from nemori_cli.store.db import Database
+from nemori_cli.store.contract import Store
 
 STAGE = stages.CONSOLIDATION
 
@@ -68,7 +68,9 @@ class Consolidator:
         if self._trusted is None:
             self._trusted = all(self._outdated(older, newer) is expected for older, newer, expected in prompt.SELF_CHECK)
             if not self._trusted:
-                self.llm.log.fallback(STAGE, f"model {self.llm.model_id} failed the outdated-fact self-check; no fact is retired in this run")
+                self.llm.log.fallback(
+                    STAGE, f"model {self.llm.model_id} failed the outdated-fact self-check; no fact is retired in this run"
+                )
         return self._trusted
 
     def _outdated(self, older: str, newer: str) -> bool | None:
@@ -90,7 +92,7 @@ class Consolidator:
                 verdicts.append(answer.value.outdated)
         return verdicts
 
-    def decide(self, db: Database, user: str, fact: str, vector: np.ndarray) -> Decision:
+    def decide(self, db: Store, user: str, fact: str, vector: np.ndarray) -> Decision:
         s = self.settings
         hits = [(i, sim) for i, sim in fact_sql.vector_search(db, user, vector, s.candidates) if sim >= s.floor]
         if not hits:
@@ -123,7 +125,7 @@ def _ids(facts: list[Fact]) -> str:
     return ", ".join(f"F{f.id}" for f in facts)
 
 
-def apply(db: Database, user: str, decision: Decision, vector: np.ndarray, episode_id: int) -> int:
+def apply(db: Store, user: str, decision: Decision, vector: np.ndarray, episode_id: int) -> int:
     """Write a decision (caller holds the transaction); returns the id of the fact that now holds it."""
     if decision.action == "duplicate":
         (target,) = decision.targets

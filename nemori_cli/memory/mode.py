@@ -29,7 +29,7 @@ from nemori_cli.memory.amem import AmemSettings
 from nemori_cli.memory.consolidate import ConsolidationSettings
 from nemori_cli.memory.semantic import SemanticSettings
 from nemori_cli.store import messages as message_sql
-from nemori_cli.store.db import Database
+from nemori_cli.store.contract import Store
 from nemori_cli.store.episodes import EpisodeDraft
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 class Tools:
     """What a mode's worker may use during one ingest run."""
 
-    db: Database
+    db: Store
     user: str
     llm: StructuredLLM
     embedder: Embedder
@@ -135,25 +135,25 @@ class MemoryMode:
         """LLM calls for ``messages`` messages, for a mode that makes no episodes (estimate.py)."""
         raise NotImplementedError
 
-    def backlog(self, db: Database, user: str) -> Backlog:
+    def backlog(self, db: Store, user: str) -> Backlog:
         """The stored messages this mode has not made memory of yet: messages no episode owns."""
         return message_sql.backlog(db, user)
 
-    def first_waiting(self, db: Database, user: str) -> float | None:
+    def first_waiting(self, db: Store, user: str) -> float | None:
         """When the oldest message this mode has not made memory of was said (epoch seconds); None when there is none."""
         return message_sql.first_pending_epoch(db, user)
 
-    def waiting(self, db: Database, user: str, limit: int) -> list[int]:
+    def waiting(self, db: Store, user: str, limit: int) -> list[int]:
         """Ids of pending messages, oldest first, for a mode that makes no episodes."""
         raise NotImplementedError
 
     def start(self, profile: Profile, tools: Tools) -> Worker:
         return Worker()
 
-    def searches_raw_turns(self, db: Database, user: str) -> bool:
+    def searches_raw_turns(self, db: Store, user: str) -> bool:
         """Whether raw turns are searched as hits of their own (not when each unit of memory already is one)."""
         return True
 
-    def always_shown(self, db: Database, user: str, *, as_of: datetime | None = None) -> list[Hit]:
+    def always_shown(self, db: Store, user: str, *, as_of: datetime | None = None) -> list[Hit]:
         """Hits shown with every answer whatever was retrieved (the running summary), as memory stood at ``as_of``."""
         return []

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from nemori_cli.memory import consolidate
+from nemori_cli.memory import consolidate, semantic
 from nemori_cli.memory.mode import Made, MemoryMode, NewEpisode, Tools, Worker
-from nemori_cli.memory import semantic
 from nemori_cli.store import facts as fact_sql
 
 if TYPE_CHECKING:

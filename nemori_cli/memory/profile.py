@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from nemori_cli.errors import ConfigError
 from nemori_cli.memory import modes
 from nemori_cli.memory.mode import MemoryMode
-from nemori_cli.store.db import Database
+from nemori_cli.store.contract import Store
 
 META_KEY = "profile"
 
@@ -52,13 +52,17 @@ DEFAULT = Profile(facts=True)
 
 def _validate(p: Profile) -> Profile:
     mode = modes.named(p.memory)  # an unknown --memory is refused here
-    for value, allowed, flag in ((p.distill, DISTILL_MODES, "--distill"), (p.index, INDEX_MODES, "--index"), (p.partition, PARTITION_MODES, "--partition")):
+    for value, allowed, flag in (
+        (p.distill, DISTILL_MODES, "--distill"),
+        (p.index, INDEX_MODES, "--index"),
+        (p.partition, PARTITION_MODES, "--partition"),
+    ):
         if value not in allowed:
             raise ConfigError(f"{flag} {value!r}: expected one of {', '.join(allowed)}")
     return mode.normalise(p)
 
 
-def stored(db: Database) -> Profile | None:
+def stored(db: Store) -> Profile | None:
     raw = db.get_meta(META_KEY)
     if raw is None:
         return None
@@ -67,12 +71,12 @@ def stored(db: Database) -> Profile | None:
     return Profile(**{k: v for k, v in data.items() if k in known})
 
 
-def mode_of(db: Database) -> MemoryMode:
+def mode_of(db: Store) -> MemoryMode:
     """The mode a database was built with; the default one before its first ingest."""
     return (stored(db) or DEFAULT).mode
 
 
-def resolve(db: Database, requested: dict, *, new: dict | None = None) -> Profile:
+def resolve(db: Store, requested: dict, *, new: dict | None = None) -> Profile:
     """The profile to run with: the stored one, with explicit flags checked against it.
 
     ``requested`` holds only the flags the user gave (None means not given).
@@ -96,7 +100,7 @@ def resolve(db: Database, requested: dict, *, new: dict | None = None) -> Profil
     return current
 
 
-def record(db: Database, profile: Profile) -> None:
+def record(db: Store, profile: Profile) -> None:
     """Store the profile (caller holds the transaction); a no-op when it is already there."""
     if stored(db) != profile:
         db.set_meta(META_KEY, json.dumps(asdict(profile), sort_keys=True))

@@ -22,24 +22,66 @@ from dataclasses import dataclass
 import numpy as np
 
 from nemori_cli import stages
+from nemori_cli.dates import annotate_relative_times
 from nemori_cli.domain import Message
 from nemori_cli.errors import LLMOutputError
 from nemori_cli.llm.base import StructuredLLM
-from nemori_cli.dates import annotate_relative_times
 from nemori_cli.prompts import distill as distill_prompt
 from nemori_cli.prompts import predict as predict_prompt
 from nemori_cli.store import facts as fact_sql
 from nemori_cli.store import predictions as prediction_sql
-from nemori_cli.store.db import Database
+from nemori_cli.store.contract import Store
 
 PREDICTION = stages.PREDICTION
 DISTILLATION = stages.DISTILLATION
 
 _CAPITALISED = re.compile(r"\b[A-Z][a-zA-Z]+\b")
 _ALWAYS_OK = set(
-    "I The A An On In At By For To He She They We It His Her Their Our My This That These Those "
-    "January February March April May June July August September October November December "
-    "Monday Tuesday Wednesday Thursday Friday Saturday Sunday".split()
+    [
+        "I",
+        "The",
+        "A",
+        "An",
+        "On",
+        "In",
+        "At",
+        "By",
+        "For",
+        "To",
+        "He",
+        "She",
+        "They",
+        "We",
+        "It",
+        "His",
+        "Her",
+        "Their",
+        "Our",
+        "My",
+        "This",
+        "That",
+        "These",
+        "Those",
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
+        "Monday",
+        "Tuesday",
+        "Wednesday",
+        "Thursday",
+        "Friday",
+        "Saturday",
+        "Sunday",
+    ]
 )
 
 
@@ -80,7 +122,7 @@ class Distillation:
 
 
 def distill(
-    db: Database,
+    db: Store,
     user: str,
     llm: StructuredLLM,
     title: str,
@@ -122,13 +164,22 @@ def distill(
         (dropped if ungrounded(fact, source) else kept).append(fact)
     dated = [annotate_relative_times(f, anchor) for f in kept]
     if dropped or dated != kept:
-        llm.log.repaired(DISTILLATION, f"dropped {len(dropped)} facts naming what the messages never say; dated {sum(a != b for a, b in zip(dated, kept))}")
+        llm.log.repaired(
+            DISTILLATION,
+            f"dropped {len(dropped)} facts naming what the messages never say; dated {sum(a != b for a, b in zip(dated, kept))}",
+        )
     return Distillation(dated, method, prediction, evoked, tuple(facts), tuple(dropped))
 
 
-def record(db: Database, user: str, episode_id: int, made: Distillation) -> None:
+def record(db: Store, user: str, episode_id: int, made: Distillation) -> None:
     """Keep why this episode's facts exist, in the unit of work that writes them (the caller's transaction)."""
     prediction_sql.record(
-        db, user, episode_id, method=made.method, predicted=made.predicted, evoked=list(made.evoked),
-        missed=None if made.missed is None else list(made.missed), dropped=list(made.dropped),
+        db,
+        user,
+        episode_id,
+        method=made.method,
+        predicted=made.predicted,
+        evoked=list(made.evoked),
+        missed=None if made.missed is None else list(made.missed),
+        dropped=list(made.dropped),
     )

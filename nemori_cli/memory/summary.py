@@ -20,7 +20,7 @@ from nemori_cli.memory.mode import Made, MemoryMode, NewEpisode, Tools, Worker
 from nemori_cli.prompts import summary as prompt
 from nemori_cli.store import episodes as episode_sql
 from nemori_cli.store import summaries
-from nemori_cli.store.db import Database
+from nemori_cli.store.contract import Store
 from nemori_cli.store.episodes import EpisodeDraft
 
 if TYPE_CHECKING:
@@ -29,17 +29,19 @@ if TYPE_CHECKING:
 STAGE = stages.SUMMARY
 
 
-def current(db: Database, user: str) -> tuple[int, str] | None:
+def current(db: Store, user: str) -> tuple[int, str] | None:
     """(version id, text) of the latest summary, or None before the first episode."""
     return summaries.latest(db, user)
 
 
-def fold_in(db: Database, user: str, llm: StructuredLLM, draft: EpisodeDraft, episode_id: int) -> None:
+def fold_in(db: Store, user: str, llm: StructuredLLM, draft: EpisodeDraft, episode_id: int) -> None:
     """Rewrite the summary to cover one more episode and store it as a new version (caller holds the transaction)."""
     latest = current(db, user)
     before = latest[1] if latest else None
     try:
-        text = llm.complete(prompt.render(before, draft.title, draft.narrative, draft.start), schema=prompt.Summary, stage=STAGE).value.summary
+        text = llm.complete(
+            prompt.render(before, draft.title, draft.narrative, draft.start), schema=prompt.Summary, stage=STAGE
+        ).value.summary
     except LLMOutputError as e:
         llm.log.fallback(STAGE, f"{e.message}; appended the episode's title")
         lines = (before.splitlines() if before else []) + [f"{format_date(draft.start.date())}: {draft.title}"]
@@ -76,7 +78,7 @@ class Summary(MemoryMode):
     def start(self, profile: Profile, tools: Tools) -> Worker:
         return _SummaryWorker(tools)
 
-    def always_shown(self, db: Database, user: str, *, as_of: datetime | None = None) -> list[Hit]:
+    def always_shown(self, db: Store, user: str, *, as_of: datetime | None = None) -> list[Hit]:
         """The latest summary (as of ``as_of``), dated by the span of the live episodes, shown with every answer."""
         latest = summaries.latest(db, user, as_of=as_of)
         span = episode_sql.active_span(db, user, as_of=as_of) if latest else None

@@ -35,7 +35,6 @@ from nemori_cli.embed.base import Embedder
 from nemori_cli.llm.base import StructuredLLM
 from nemori_cli.pipeline.narrate import narrate
 from nemori_cli.pipeline.partition import Group, PartitionSettings, partition
-from nemori_cli.store.episodes import EpisodeDraft
 
 T = TypeVar("T")
 
@@ -118,7 +117,7 @@ class Ahead:
                 if not window or (len(window) < self.window and not self.flush):
                     break
                 more_after = at < len(self.pending)
-                cut = logged(self.make_llm, lambda llm: partition(window, llm, self.embedder, self.settings))
+                cut = logged(self.make_llm, lambda llm, window=window: partition(window, llm, self.embedder, self.settings))
                 if cut.error is not None:
                     self._put(Planned(window, [], cut, []))
                     break

@@ -11,15 +11,14 @@ calls first), the same figures `ingest --dry-run` shows.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime, timezone
-
 from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from nemori_cli.domain import Backlog
 from nemori_cli.memory.profile import Profile
 from nemori_cli.store import messages as message_sql
-from nemori_cli.store.db import Database
+from nemori_cli.store.contract import Store
 
 
 @dataclass(frozen=True)
@@ -60,7 +59,7 @@ class BuildState:
 Eta = Callable[[Backlog, Profile], tuple[float, str]]
 
 
-def state(db: Database, user: str, profile: Profile, *, eta: Eta | None = None, worker_pid: int | None = None) -> BuildState:
+def state(db: Store, user: str, profile: Profile, *, eta: Eta | None = None, worker_pid: int | None = None) -> BuildState:
     """This user's build state; with ``eta``, the time the rest needs."""
     mode = profile.mode
     backlog = mode.backlog(db, user)
@@ -79,7 +78,7 @@ def state(db: Database, user: str, profile: Profile, *, eta: Eta | None = None, 
 
 def _utc(epoch: float | None) -> datetime | None:
     """Both moments in UTC, whatever offset (or none) the messages were stored with: they compare, and print, alike."""
-    return None if epoch is None else datetime.fromtimestamp(epoch, tz=timezone.utc)
+    return None if epoch is None else datetime.fromtimestamp(epoch, tz=UTC)
 
 
 def _iso(moment: datetime | None) -> str | None:

@@ -22,7 +22,7 @@ from nemori_cli.llm.base import StructuredLLM
 from nemori_cli.pipeline.narrate import repair_narrative
 from nemori_cli.prompts import integrate as prompt
 from nemori_cli.store import episodes as episode_sql
-from nemori_cli.store.db import Database
+from nemori_cli.store.contract import Store
 from nemori_cli.store.episodes import EpisodeDraft
 
 STAGE = stages.INTEGRATION
@@ -36,7 +36,7 @@ class IntegrationSettings:
     max_messages: int = 40  # a merged episode larger than this is no longer one event
 
 
-def candidates(db: Database, user: str, draft: EpisodeDraft, vector: np.ndarray, settings: IntegrationSettings) -> list[Episode]:
+def candidates(db: Store, user: str, draft: EpisodeDraft, vector: np.ndarray, settings: IntegrationSettings) -> list[Episode]:
     hits = [(i, s) for i, s in episode_sql.vector_search(db, user, vector, settings.candidates) if s >= settings.floor]
     found = episode_sql.by_ids(db, user, [i for i, _ in hits])
     kept = []
@@ -66,7 +66,9 @@ class SelfCheck:
             if self._passed:
                 self.llm.log.decision(STAGE, f"model {self.llm.model_id} passed the continuation self-check")
             else:
-                self.llm.log.fallback(STAGE, f"model {self.llm.model_id} failed the continuation self-check; no episode is merged in this run")
+                self.llm.log.fallback(
+                    STAGE, f"model {self.llm.model_id} failed the continuation self-check; no episode is merged in this run"
+                )
         return self._passed
 
 

@@ -15,11 +15,11 @@ import re
 from datetime import datetime
 
 from nemori_cli import stages
+from nemori_cli.dates import annotate_relative_times, format_date
 from nemori_cli.domain import Message
 from nemori_cli.errors import LLMOutputError
 from nemori_cli.llm.base import Completion, StructuredLLM
 from nemori_cli.pipeline.partition import Group
-from nemori_cli.dates import annotate_relative_times, format_date
 from nemori_cli.prompts import narrative as prompt
 from nemori_cli.prompts.render import clip
 from nemori_cli.store.episodes import EpisodeDraft
@@ -92,7 +92,5 @@ def fallback_narrative(messages: list[Message]) -> tuple[str, str]:
     day = format_date(messages[0].timestamp.date())
     people = " and ".join(dict.fromkeys(m.speaker for m in messages))
     title = clip(f"{people}: {messages[0].content}", 80)
-    said = " ".join(
-        f"{m.speaker} said: \"{clip(annotate_relative_times(m.content, m.timestamp), 200)}\"" for m in messages
-    )
+    said = " ".join(f'{m.speaker} said: "{clip(annotate_relative_times(m.content, m.timestamp), 200)}"' for m in messages)
     return title, clip(f"On {day}, {people} talked. {said}", prompt.NARRATIVE_MAX * 2)

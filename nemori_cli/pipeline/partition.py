@@ -130,10 +130,7 @@ def topic_cuts(vectors: np.ndarray, *, min_group: int, max_group: int, target: i
 
 def _groups(stretch: list[Message], cuts: list[int], how: str, first: str) -> list[Group]:
     edges = [0, *cuts, len(stretch)]
-    return [
-        Group(tuple(stretch[a:b]), first if i == 0 else how)
-        for i, (a, b) in enumerate(zip(edges, edges[1:]))
-    ]
+    return [Group(tuple(stretch[a:b]), first if i == 0 else how) for i, (a, b) in enumerate(zip(edges, edges[1:]))]
 
 
 def partition(

@@ -21,22 +21,25 @@ import json
 
 from nemori_cli.pipeline.partition import Group
 from nemori_cli.store import messages as message_sql
-from nemori_cli.store.db import Database
+from nemori_cli.store.contract import Store
 
 
 def _key(user: str) -> str:
     return f"{message_sql.PLAN_META_PREFIX}{user}"
 
 
-def save(db: Database, user: str, groups: list[Group]) -> None:
+def save(db: Store, user: str, groups: list[Group]) -> None:
     """Record the groups this window will write (caller holds the transaction); nothing for no groups."""
     if groups:
-        db.set_meta(_key(user), json.dumps([{"ids": [m.id for m in g.messages], "keys": [m.key for m in g.messages], "boundary": g.boundary} for g in groups]))
+        db.set_meta(
+            _key(user),
+            json.dumps([{"ids": [m.id for m in g.messages], "keys": [m.key for m in g.messages], "boundary": g.boundary} for g in groups]),
+        )
     else:
         db.delete_meta(_key(user))
 
 
-def written(db: Database, user: str, ids: list[int]) -> None:
+def written(db: Store, user: str, ids: list[int]) -> None:
     """An episode of these messages was stored (caller holds its transaction): its group leaves the plan."""
     raw = db.get_meta(_key(user))
     if raw is None:
@@ -48,7 +51,7 @@ def written(db: Database, user: str, ids: list[int]) -> None:
         db.delete_meta(_key(user))
 
 
-def left(db: Database, user: str) -> list[Group]:
+def left(db: Store, user: str) -> list[Group]:
     """The groups a stopped run had cut but not written, oldest first; [] when there are none or they no longer hold."""
     raw = db.get_meta(_key(user))
     if raw is None:

@@ -10,7 +10,7 @@ whole episodes done and the rest pending, and the next run picks them up.
 The stages after narration run inside that transaction because each decision
 reads what the previous one wrote: a fact distilled from this episode can be
 evoked and consolidated against by the next. Readers are never blocked (WAL);
-a second writer waits for the write lock (store/db.py: WRITE_WAIT_MS).
+a second writer waits for the write lock (store/sqlite.py: WRITE_WAIT_MS).
 
 With ``workers`` above 1 (`ingest --workers N`, an OpenAI-compatible endpoint),
 the calls that read only the messages (the partition of each window, the
@@ -57,10 +57,9 @@ from nemori_cli.pipeline.integrate import IntegrationSettings
 from nemori_cli.pipeline.narrate import narrate, narrate_many
 from nemori_cli.pipeline.partition import Group, PartitionSettings, partition
 from nemori_cli.store import episodes as episode_sql
-from nemori_cli.store import message_index
+from nemori_cli.store import message_index, telemetry
 from nemori_cli.store import messages as message_sql
-from nemori_cli.store import telemetry
-from nemori_cli.store.db import Database
+from nemori_cli.store.contract import Store
 from nemori_cli.store.episodes import EpisodeDraft
 
 Progress = Callable[[int, int], None]  # (messages done, messages to do)
@@ -97,7 +96,7 @@ class IngestReport:
         self.pending, self.stopped_by_budget = later.pending, later.stopped_by_budget
 
 
-def store_messages(db: Database, user: str, profile: Profile, embedder: Embedder, incoming: list[IncomingMessage], namespace: str = "") -> int:
+def store_messages(db: Store, user: str, profile: Profile, embedder: Embedder, incoming: list[IncomingMessage], namespace: str = "") -> int:
     """Store new messages (all or none), index them for search, and the profile; returns how many were new.
 
     No model is needed: once this returns, the messages are searchable and
@@ -124,7 +123,7 @@ class _NothingAnswered(Exception):
 class Pipeline:
     def __init__(
         self,
-        db: Database,
+        db: Store,
         user: str,
         llm: StructuredLLM,
         embedder: Embedder,
@@ -203,7 +202,9 @@ class Pipeline:
         except ModelError as e:
             self._keep_call_log()
             left = self.mode.backlog(self.db, self.user).messages
-            raise ModelError(f"{e.message}; {left} messages are pending and nothing is lost: rerun the same command (or `nemori flush`) to resume") from None
+            raise ModelError(
+                f"{e.message}; {left} messages are pending and nothing is lost: rerun the same command (or `nemori flush`) to resume"
+            ) from None
 
     def _keep_call_log(self) -> None:
         """The calls of the unit of work that was rolled back, written on their own: the fault shows in `nemori stats`."""

@@ -14,8 +14,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, StringConstraints, create_model, field_validator
 
-from nemori_cli.domain import Note
 from nemori_cli.dates import format_date
+from nemori_cli.domain import Note
 from nemori_cli.prompts.render import clip
 from nemori_cli.stages import MESSAGE_CHARS_READ
 
@@ -127,7 +127,10 @@ def decision_schema(ids: tuple[int, ...]) -> type[BaseModel]:
     return create_model(
         "LinkDecision",
         links=(list[offered], Field(default_factory=list, max_length=len(ids), description="Ids of nearby memories to link to.")),  # type: ignore[valid-type]
-        updates=(list[update], Field(default_factory=list, max_length=MAX_UPDATES, description="Nearby memories whose context and tags change.")),  # type: ignore[valid-type]
+        updates=(
+            list[update],
+            Field(default_factory=list, max_length=MAX_UPDATES, description="Nearby memories whose context and tags change."),
+        ),  # type: ignore[valid-type]
     )
 
 

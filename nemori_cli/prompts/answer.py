@@ -8,8 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, create_model, field_validator
 
-from nemori_cli.domain import Hit
 from nemori_cli.dates import find_relative_times, format_date
+from nemori_cli.domain import Hit
 from nemori_cli.prompts import timeline
 from nemori_cli.prompts.render import clip, message_lines
 
@@ -33,8 +33,8 @@ TIMELINE_SYSTEM = (
     "You answer questions about a person's past conversations using only the memories "
     "given, which are listed by date, oldest first. Quoted lines are what was said; a date "
     "in [brackets] is what a word like 'yesterday' meant. Reply in a few words, as a person "
-    "would, never by copying a whole line: for example \"a red bike\", \"7 May 2023\", "
-    "\"in Lisbon, with her sister\", \"3 years\". Give dates as absolute dates. When two "
+    'would, never by copying a whole line: for example "a red bike", "7 May 2023", '
+    '"in Lisbon, with her sister", "3 years". Give dates as absolute dates. When two '
     "memories disagree, the later one is true now. If the memories do not say, answer: "
     f"{NOT_MENTIONED} Answer with JSON only."
 )

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import re
 
-from nemori_cli.domain import Hit
 from nemori_cli.dates import annotate_relative_times, format_date
+from nemori_cli.domain import Hit
 from nemori_cli.prompts import timeline
 from nemori_cli.prompts.answer import NOT_MENTIONED, today_text
 from nemori_cli.prompts.render import clip
@@ -25,8 +25,8 @@ SYSTEM = (
     "then the conversation itself, oldest first, each day headed by its date, then older lines found for the "
     "question. Quoted lines are what was said; a date in [brackets] is what a word like 'yesterday' meant, and "
     "when you are asked when something happened, that is the date to give, not the day it was said. Reply in a "
-    "few words, in the third person, as a person would, never by copying a line: for example \"a red bike\", "
-    "\"7 May 2023\", \"in Lisbon, with her sister\", \"3 years\", \"Sam accepted the offer\". Give dates as "
+    'few words, in the third person, as a person would, never by copying a line: for example "a red bike", '
+    '"7 May 2023", "in Lisbon, with her sister", "3 years", "Sam accepted the offer". Give dates as '
     "absolute dates. When two memories disagree, the later one is true now. If the memory does not say, answer: "
     f"{NOT_MENTIONED} Answer with JSON only."
 )

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field, field_validator
 
-from nemori_cli.domain import Message
 from nemori_cli.dates import format_date
+from nemori_cli.domain import Message
 from nemori_cli.prompts.render import clip, message_lines
 
 FACT_MAX = 240

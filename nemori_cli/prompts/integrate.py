@@ -76,7 +76,9 @@ def render_pair(earlier: tuple[str, str, datetime], new: tuple[str, str, datetim
     ]
 
 
-def render_merge(old_title: str, old_narrative: str, old_start: datetime, title: str, narrative: str, start: datetime) -> list[dict[str, str]]:
+def render_merge(
+    old_title: str, old_narrative: str, old_start: datetime, title: str, narrative: str, start: datetime
+) -> list[dict[str, str]]:
     return [
         {"role": "system", "content": MERGE_SYSTEM},
         {

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field, field_validator
 
-from nemori_cli.domain import Message
 from nemori_cli.dates import format_date
+from nemori_cli.domain import Message
 from nemori_cli.prompts.render import clip, message_lines
 
 TITLE_MAX = 90
@@ -53,4 +53,3 @@ def render(messages: list[Message]) -> list[dict[str, str]]:
             f"{message_lines(messages, numbered=False)}\n\nWrite the title and narrative.",
         },
     ]
-

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from nemori_cli.domain import Message
 from nemori_cli.dates import annotate_relative_times, format_date
+from nemori_cli.domain import Message
 from nemori_cli.stages import MESSAGE_CHARS_READ
 
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from nemori_cli.domain import Hit, to_epoch
 from nemori_cli.dates import annotate_relative_times, format_date
+from nemori_cli.domain import Hit, to_epoch
 from nemori_cli.prompts.render import clip
 
 NARRATIVE_LIMIT = 700  # characters of an episode's narrative

@@ -22,7 +22,7 @@ from nemori_cli.prompts import timeline
 from nemori_cli.retrieval import timecalc
 from nemori_cli.retrieval.search import PROFILES, SearchOptions, search
 from nemori_cli.store import message_index
-from nemori_cli.store.db import Database
+from nemori_cli.store.contract import Store
 
 STAGE = stages.ANSWER
 ANSWER_TOKENS = STAGE.max_tokens  # what an answer may spend
@@ -58,12 +58,110 @@ def layout_of(options: SearchOptions) -> Layout:
 _WORD = re.compile(r"[A-Za-z]{4,}")
 # Words a question is made of, whatever it asks about: not evidence that anything is missing.
 _QUESTION_WORDS = frozenset(
-    "what when where which whom whose does have been were will would could should about with from that this their there "
-    "they them many much long ago before after since first last time date year years month months week weeks days name "
-    "kind type like likely most recently ever recent still think thinks feel feels make made take took give gave said tell "
-    "told know mention mentioned remember talk talked discuss discussed plan plans planning going doing done start started "
-    "also other some every each into over your mine passed happened happen spent spend cost costs take took "
-    "total currently current days".split()
+    [
+        "what",
+        "when",
+        "where",
+        "which",
+        "whom",
+        "whose",
+        "does",
+        "have",
+        "been",
+        "were",
+        "will",
+        "would",
+        "could",
+        "should",
+        "about",
+        "with",
+        "from",
+        "that",
+        "this",
+        "their",
+        "there",
+        "they",
+        "them",
+        "many",
+        "much",
+        "long",
+        "ago",
+        "before",
+        "after",
+        "since",
+        "first",
+        "last",
+        "time",
+        "date",
+        "year",
+        "years",
+        "month",
+        "months",
+        "week",
+        "weeks",
+        "days",
+        "name",
+        "kind",
+        "type",
+        "like",
+        "likely",
+        "most",
+        "recently",
+        "ever",
+        "recent",
+        "still",
+        "think",
+        "thinks",
+        "feel",
+        "feels",
+        "make",
+        "made",
+        "take",
+        "took",
+        "give",
+        "gave",
+        "said",
+        "tell",
+        "told",
+        "know",
+        "mention",
+        "mentioned",
+        "remember",
+        "talk",
+        "talked",
+        "discuss",
+        "discussed",
+        "plan",
+        "plans",
+        "planning",
+        "going",
+        "doing",
+        "done",
+        "start",
+        "started",
+        "also",
+        "other",
+        "some",
+        "every",
+        "each",
+        "into",
+        "over",
+        "your",
+        "mine",
+        "passed",
+        "happened",
+        "happen",
+        "spent",
+        "spend",
+        "cost",
+        "costs",
+        "take",
+        "took",
+        "total",
+        "currently",
+        "current",
+        "days",
+    ]
 )
 
 
@@ -108,7 +206,9 @@ def answer_hits(
         return Answer(question, prompt.NOT_MENTIONED, tuple(hits), Usage(), 0.0, (time.perf_counter() - started) * 1000, abstained=True)
     episode_ids = tuple(h.id for h in hits if h.kind == "episode")
     if layout.name == "timeline":
-        arithmetic = timecalc.between_hint(question, hits, events) or timecalc.notes(question, timeline.days_shown(hits), timecalc.parse_day(today))
+        arithmetic = timecalc.between_hint(question, hits, events) or timecalc.notes(
+            question, timeline.days_shown(hits), timecalc.parse_day(today)
+        )
         arithmetic = timecalc.when_hint(question, hits) + arithmetic
         if unmentioned:
             arithmetic.append("No memory mentions " + ", ".join(f'"{w}"' for w in unmentioned) + ".")
@@ -116,7 +216,9 @@ def answer_hits(
         schema = prompt.timeline_schema(timecalc.asks_duration(question))
     else:
         context = "messages" if layout.name == "messages" else "narrative"
-        messages = prompt.render(question, hits, raw_for_top=layout.raw_for_top, now=today, context=context, message_limit=layout.message_limit)
+        messages = prompt.render(
+            question, hits, raw_for_top=layout.raw_for_top, now=today, context=context, message_limit=layout.message_limit
+        )
         schema = prompt.schema_for(episode_ids)
     failed = False
     try:
@@ -133,7 +235,9 @@ def answer_hits(
     if not cited:
         cited = cited_episodes(text, hits)
     answer_ms = (time.perf_counter() - started) * 1000
-    return Answer(question, text, tuple(hits), usage, 0.0, answer_ms, cited=tuple(cited), failed=failed, abstained=not failed and abstains(text))
+    return Answer(
+        question, text, tuple(hits), usage, 0.0, answer_ms, cited=tuple(cited), failed=failed, abstained=not failed and abstains(text)
+    )
 
 
 def cited_episodes(text: str, hits: list[Hit]) -> list[int]:
@@ -156,7 +260,7 @@ def cited_episodes(text: str, hits: list[Hit]) -> list[int]:
 
 
 def ask(
-    db: Database,
+    db: Store,
     user: str,
     embedder: Embedder,
     llm: StructuredLLM,

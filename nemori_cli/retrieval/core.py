@@ -27,7 +27,7 @@ from nemori_cli.prompts.timeline import estimate_tokens, lines_of
 from nemori_cli.store import episodes as episode_sql
 from nemori_cli.store import facts as fact_sql
 from nemori_cli.store import messages as message_sql
-from nemori_cli.store.db import Database
+from nemori_cli.store.contract import Store
 
 FACT_SHARE = 0.25  # at most this share of the core's budget goes to facts; the rest to raw turns
 MIN_LINE_TOKENS = 6  # the least a timeline line costs: how many turns to read for a budget
@@ -81,7 +81,7 @@ def _line_cost(hit: Hit, count: Callable[[str], int]) -> int:
     return sum(count(line.text) + 2 for line in lines_of(hit))  # "- " and the newline
 
 
-def current_facts(db: Database, user: str, as_of: datetime | None = None) -> list[Hit]:
+def current_facts(db: Store, user: str, as_of: datetime | None = None) -> list[Hit]:
     """The facts valid now (or at ``as_of``), oldest first, each spanning its source episodes (start of the first, end of the last); none without provenance."""
     facts = fact_sql.list_all(db, user, as_of=as_of)
     sources = episode_sql.by_ids(db, user, sorted({e for f in facts for e in f.source_episode_ids}))
@@ -113,7 +113,13 @@ def _fill_turns(recent: list[Message], budget: int, count: Callable[[str], int])
 
 
 def build(
-    db: Database, user: str, budget: int, *, count: Callable[[str], int] = estimate_tokens, as_of: datetime | None = None, facts: bool = True
+    db: Store,
+    user: str,
+    budget: int,
+    *,
+    count: Callable[[str], int] = estimate_tokens,
+    as_of: datetime | None = None,
+    facts: bool = True,
 ) -> Core:
     """The core for ``budget`` tokens, as counted by ``count`` (the answer model's tokenizer when it is at hand).
 
@@ -163,7 +169,7 @@ def step(budget: int) -> int:
     return max(1, round(budget * SLIDE_SHARE / TURN_TOKENS))
 
 
-def _aligned(db: Database, user: str, turns: list[Hit], used: int, every: int, count: Callable[[str], int]) -> tuple[list[Hit], int]:
+def _aligned(db: Store, user: str, turns: list[Hit], used: int, every: int, count: Callable[[str], int]) -> tuple[list[Hit], int]:
     """``turns`` from the first whose place in the history is a multiple of ``every``, and what they cost."""
     first = message_sql.place(db, user, turns[0].messages[0])
     drop = -first % every

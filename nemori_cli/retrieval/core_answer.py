@@ -33,7 +33,7 @@ from nemori_cli.retrieval import core as core_memory
 from nemori_cli.retrieval.answer import ANSWER_TOKENS, FAILED, STAGE, abstains, cited_episodes, question_words
 from nemori_cli.retrieval.search import PROFILES, SearchOptions, search
 from nemori_cli.store import message_index
-from nemori_cli.store.db import Database
+from nemori_cli.store.contract import Store
 
 PROMPT_MARGIN = 64  # tokens for the chat template around the prompt
 QUESTION_RESERVE = 96  # the question and today's date
@@ -67,14 +67,14 @@ def budget_for(context_window: int, tail: int = TAIL_TOKENS) -> CoreBudget:
 Prepare = Callable[[core_memory.Core], None]
 
 
-def build_core(db: Database, user: str, llm: StructuredLLM, sizes: CoreBudget, options: SearchOptions) -> core_memory.Core:
+def build_core(db: Store, user: str, llm: StructuredLLM, sizes: CoreBudget, options: SearchOptions) -> core_memory.Core:
     """The core as this answer model counts it (an endpoint without a tokenizer: the estimate)."""
     count = getattr(llm.backend, "count_tokens", None) or estimate_tokens
     return core_memory.build(db, user, sizes.core, count=count, as_of=options.as_of, facts=sizes.facts)
 
 
 def ask(
-    db: Database,
+    db: Store,
     user: str,
     embedder,
     llm: StructuredLLM,
@@ -113,7 +113,13 @@ def ask(
     if missing:
         arithmetic.append("No memory mentions " + ", ".join(f'"{w}"' for w in missing) + ".")
     messages = core_prompt.render(
-        core.text, question, tail, now=today, arithmetic=arithmetic, focus=ranked[: sizes.focus], wanted=frozenset(_stems(question)),
+        core.text,
+        question,
+        tail,
+        now=today,
+        arithmetic=arithmetic,
+        focus=ranked[: sizes.focus],
+        wanted=frozenset(_stems(question)),
         focus_words=sizes.focus_words,
     )
     failed = False
@@ -139,7 +145,7 @@ def ask(
 
 
 def _stems(text: str) -> set[str]:
-    return {w[:core_prompt.STEM] for w in question_words(text)}
+    return {w[: core_prompt.STEM] for w in question_words(text)}
 
 
 def best_turns(question: str, searched: list[Hit], turns: tuple[Hit, ...]) -> list[Hit]:
@@ -170,7 +176,7 @@ def best_turns(question: str, searched: list[Hit], turns: tuple[Hit, ...]) -> li
 
 
 def _retrieve(
-    db: Database, user: str, embedder, question: str, options: SearchOptions, core: core_memory.Core, sizes: CoreBudget
+    db: Store, user: str, embedder, question: str, options: SearchOptions, core: core_memory.Core, sizes: CoreBudget
 ) -> tuple[list[Hit], list[Hit], dict[str, list[Hit]] | None]:
     """The turns that best match the question (core or not, best first), what the core lacks, and each named event's turns."""
     # When the core holds everything, full text alone finds the best turn for the date arithmetic: no embedder loads.

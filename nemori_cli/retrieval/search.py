@@ -25,7 +25,7 @@ from nemori_cli.store import facts as fact_sql
 from nemori_cli.store import message_index
 from nemori_cli.store import messages as message_sql
 from nemori_cli.store import notes as note_sql
-from nemori_cli.store.db import Database
+from nemori_cli.store.contract import Store
 
 RRF_K = 60
 
@@ -87,7 +87,7 @@ def fuse(ranked_lists: list[list[int]], k: int, weights: list[float] | None = No
 
 
 def _ranked(
-    db: Database, user: str, query: str, query_vector, options: SearchOptions, vector_fn, text_fn, k: int
+    db: Store, user: str, query: str, query_vector, options: SearchOptions, vector_fn, text_fn, k: int
 ) -> tuple[list[tuple[int, float, list[int | None]]], dict[int, float]]:
     vector_hits = vector_fn(db, user, query_vector, options.candidates, as_of=options.as_of) if query_vector is not None else []
     text_hits = text_fn(db, user, query, options.candidates, as_of=options.as_of) if options.mode in ("hybrid", "text") else []
@@ -95,7 +95,7 @@ def _ranked(
 
 
 def search(
-    db: Database, user: str, embedder: Embedder, query: str, options: SearchOptions = SearchOptions(), mode: MemoryMode | None = None
+    db: Store, user: str, embedder: Embedder, query: str, options: SearchOptions = SearchOptions(), mode: MemoryMode | None = None
 ) -> tuple[list[Hit], float]:
     """Episode hits, then what the memory mode keeps (facts, notes), then raw turns, each best first, and the milliseconds taken.
 
@@ -111,11 +111,13 @@ def search(
     return hits, (time.perf_counter() - started) * 1000
 
 
-def _search(db: Database, user: str, embedder: Embedder, query: str, options: SearchOptions, mode: MemoryMode | None) -> list[Hit]:
+def _search(db: Store, user: str, embedder: Embedder, query: str, options: SearchOptions, mode: MemoryMode | None) -> list[Hit]:
     mode = mode or mode_of(db)
     query_vector = embedder.embed_query(query) if options.mode in ("hybrid", "vector") else None
     fused, similarity = (
-        _ranked(db, user, query, query_vector, options, episode_sql.vector_search, episode_sql.text_search, options.k) if options.k else ([], {})
+        _ranked(db, user, query, query_vector, options, episode_sql.vector_search, episode_sql.text_search, options.k)
+        if options.k
+        else ([], {})
     )
     top_ids = [i for i, _, _ in fused]
     episodes = episode_sql.by_ids(db, user, top_ids, with_messages=False)
@@ -153,9 +155,11 @@ def _search(db: Database, user: str, embedder: Embedder, query: str, options: Se
     return hits
 
 
-def _message_hits(db: Database, user: str, query: str, query_vector, options: SearchOptions) -> list[Hit]:
+def _message_hits(db: Store, user: str, query: str, query_vector, options: SearchOptions) -> list[Hit]:
     """Raw turns, searched like everything else; each brings its neighbouring turns."""
-    fused, similarity = _ranked(db, user, query, query_vector, options, message_index.vector_search, message_index.text_search, options.messages)
+    fused, similarity = _ranked(
+        db, user, query, query_vector, options, message_index.vector_search, message_index.text_search, options.messages
+    )
     found = message_sql.by_ids(db, user, [i for i, _, _ in fused])
     context = message_index.around(db, user, [found[i] for i, _, _ in fused if i in found], options.turns, as_of=options.as_of)
     hits = []
@@ -181,7 +185,7 @@ def _message_hits(db: Database, user: str, query: str, query_vector, options: Se
     return hits
 
 
-def _note_hits(db: Database, user: str, query: str, query_vector, options: SearchOptions) -> list[Hit]:
+def _note_hits(db: Store, user: str, query: str, query_vector, options: SearchOptions) -> list[Hit]:
     """A-MEM retrieval: the top notes (hybrid, like facts), then the notes they link to.
 
     Linked notes come after every top note, in the order their linkers
@@ -226,7 +230,7 @@ def _note_hit(note, score: float, vrank, trank, similarity) -> Hit:
     )
 
 
-def _fact_hits(db: Database, user: str, query: str, query_vector, options: SearchOptions) -> list[Hit]:
+def _fact_hits(db: Store, user: str, query: str, query_vector, options: SearchOptions) -> list[Hit]:
     """Facts, searched the same hybrid way; a fact's time is its first source episode's (of those ended by ``as_of``)."""
     fused, similarity = _ranked(db, user, query, query_vector, options, fact_sql.vector_search, fact_sql.text_search, options.facts)
     facts = fact_sql.by_ids(db, user, [i for i, _, _ in fused])

@@ -14,8 +14,8 @@ from datetime import date, datetime
 
 from dateutil import parser as date_parser
 
-from nemori_cli.domain import Hit
 from nemori_cli.dates import find_relative_times, format_date
+from nemori_cli.domain import Hit
 
 # "how long" of any kind: the answer is a duration or a date, never a time of day.
 _DURATION = re.compile(
@@ -124,9 +124,58 @@ _TWO_EVENTS = (
 )
 _CONTENT = re.compile(r"[a-z0-9']{3,}")
 _COMMON = frozenset(
-    "the and did does had has have was were with for from that this what when where which who how many much long days weeks "
-    "months years day week month year passed ago before after since between my our your their his her its i'm attend attended "
-    "went go going".split()
+    [
+        "the",
+        "and",
+        "did",
+        "does",
+        "had",
+        "has",
+        "have",
+        "was",
+        "were",
+        "with",
+        "for",
+        "from",
+        "that",
+        "this",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "how",
+        "many",
+        "much",
+        "long",
+        "days",
+        "weeks",
+        "months",
+        "years",
+        "day",
+        "week",
+        "month",
+        "year",
+        "passed",
+        "ago",
+        "before",
+        "after",
+        "since",
+        "between",
+        "my",
+        "our",
+        "your",
+        "their",
+        "his",
+        "her",
+        "its",
+        "i'm",
+        "attend",
+        "attended",
+        "went",
+        "go",
+        "going",
+    ]
 )
 
 

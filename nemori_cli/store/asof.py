@@ -50,9 +50,7 @@ def episodes(user: str, as_of: datetime) -> Within:
 
 # A fact valid at T: known by then, and not yet replaced. As an SQL condition
 # on the facts table, with T bound twice.
-FACT_VALID = (
-    "valid_from_epoch <= ? AND CASE WHEN valid_until_epoch IS NULL THEN status = 'active' ELSE valid_until_epoch > ? END"
-)
+FACT_VALID = "valid_from_epoch <= ? AND CASE WHEN valid_until_epoch IS NULL THEN status = 'active' ELSE valid_until_epoch > ? END"
 
 
 def facts(user: str, as_of: datetime) -> Within:

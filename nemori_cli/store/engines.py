@@ -1,4 +1,4 @@
-"""Which engine a store target opens: a postgresql:// URL is a server (store/pg.py), anything else a SQLite file (store/db.py)."""
+"""Which engine a store target opens: a postgresql:// URL is a server (store/pg.py), anything else a SQLite file (store/sqlite.py)."""
 
 from __future__ import annotations
 
@@ -6,22 +6,22 @@ from pathlib import Path
 
 from nemori_cli.config import is_store_url
 from nemori_cli.errors import StoreError
-from nemori_cli.store.db import Database
+from nemori_cli.store.sqlite import SqliteStore
 
 
 def open_store(target: str | Path, *, create: bool = True, schema: int | None = None, read_only: bool = False):
-    """The store at ``target``: a Database (SQLite) or a PgDatabase (PostgreSQL), migrated to the current schema."""
+    """The store at ``target``: a SqliteStore (SQLite) or a PgStore (PostgreSQL), migrated to the current schema."""
     if is_store_url(str(target)):
         try:
-            import psycopg  # noqa: F401
             import pgvector  # noqa: F401
+            import psycopg  # noqa: F401
         except ImportError:
             raise StoreError("a PostgreSQL store needs psycopg and pgvector: pip install 'nemori-cli[postgres]'") from None
-        from nemori_cli.store.pg import PgDatabase
+        from nemori_cli.store.pg import PgStore
 
-        return PgDatabase(str(target), create=create, schema=schema, read_only=read_only)
+        return PgStore(str(target), create=create, schema=schema, read_only=read_only)
     if read_only:
-        from nemori_cli.store.readonly import ReadOnlyDatabase
+        from nemori_cli.store.readonly import ReadOnlySqliteStore
 
-        return ReadOnlyDatabase(Path(target))
-    return Database(Path(target), create=create, schema=schema)
+        return ReadOnlySqliteStore(Path(target))
+    return SqliteStore(Path(target), create=create, schema=schema)

@@ -8,9 +8,10 @@ from datetime import datetime
 import numpy as np
 
 from nemori_cli.domain import Episode, to_epoch
-from nemori_cli.store import messages as message_sql
 from nemori_cli.store import asof, index
-from nemori_cli.store.db import Database, now_iso
+from nemori_cli.store import messages as message_sql
+from nemori_cli.store.contract import Store
+from nemori_cli.store.sqlite import now_iso
 
 
 @dataclass(frozen=True)
@@ -23,7 +24,7 @@ class EpisodeDraft:
     message_ids: tuple[int, ...]
 
 
-def add(db: Database, user: str, draft: EpisodeDraft, embedding: np.ndarray, index_text: str | None = None) -> int:
+def add(db: Store, user: str, draft: EpisodeDraft, embedding: np.ndarray, index_text: str | None = None) -> int:
     """Insert an episode, index it twice, and give it its pending messages. Caller holds the transaction.
 
     ``index_text`` replaces the narrative in the full-text index (the raw
@@ -55,7 +56,7 @@ def add(db: Database, user: str, draft: EpisodeDraft, embedding: np.ndarray, ind
     return episode_id
 
 
-def supersede(db: Database, user: str, old_ids: list[int], new_id: int, reason: str) -> None:
+def supersede(db: Store, user: str, old_ids: list[int], new_id: int, reason: str) -> None:
     """Episodes merged into ``new_id`` leave retrieval; their rows stay, pointing at it.
 
     Their messages move to the merged episode, which owns them from now on,
@@ -77,13 +78,13 @@ def supersede(db: Database, user: str, old_ids: list[int], new_id: int, reason: 
         )
 
 
-def parts(db: Database, user: str, episode_id: int) -> list[Episode]:
+def parts(db: Store, user: str, episode_id: int) -> list[Episode]:
     """The episodes merged into this one (its provenance), oldest first."""
     rows = db.query(f"SELECT {_COLUMNS} FROM episodes WHERE user_id = ? AND superseded_by = ? ORDER BY start_epoch, id", (user, episode_id))
     return [_episode(r) for r in rows]
 
 
-def message_count(db: Database, user: str, episode_id: int) -> int:
+def message_count(db: Store, user: str, episode_id: int) -> int:
     row = db.one("SELECT count(*) AS n FROM messages WHERE user_id = ? AND episode_id = ?", (user, episode_id))
     return int(row["n"]) if row else 0
 
@@ -108,7 +109,7 @@ def _episode(row: dict, msgs=()) -> Episode:
 _COLUMNS = "id, user_id, title, narrative, start_ts, end_ts, created_at, boundary, status, superseded_by, superseded_reason"
 
 
-def get(db: Database, user: str, episode_id: int, *, with_messages: bool = True) -> Episode | None:
+def get(db: Store, user: str, episode_id: int, *, with_messages: bool = True) -> Episode | None:
     with db.snapshot():  # the row and its messages as of one commit
         row = db.one(f"SELECT {_COLUMNS} FROM episodes WHERE user_id = ? AND id = ?", (user, episode_id))
         if row is None:
@@ -117,7 +118,7 @@ def get(db: Database, user: str, episode_id: int, *, with_messages: bool = True)
     return _episode(row, msgs)
 
 
-def by_ids(db: Database, user: str, ids: list[int], *, with_messages: bool = False) -> dict[int, Episode]:
+def by_ids(db: Store, user: str, ids: list[int], *, with_messages: bool = False) -> dict[int, Episode]:
     if not ids:
         return {}
     marks = ",".join("?" * len(ids))
@@ -128,7 +129,7 @@ def by_ids(db: Database, user: str, ids: list[int], *, with_messages: bool = Fal
 
 
 def list_all(
-    db: Database,
+    db: Store,
     user: str,
     *,
     with_messages: bool = False,
@@ -149,12 +150,12 @@ def list_all(
     return [_episode(r, msgs.get(r["id"], ())) for r in rows]
 
 
-def count(db: Database, user: str) -> int:
+def count(db: Store, user: str) -> int:
     row = db.one("SELECT count(*) AS n FROM episodes WHERE user_id = ? AND status = 'active'", (user,))
     return int(row["n"]) if row else 0
 
 
-def vector_search(db: Database, user: str, query: np.ndarray, k: int, *, as_of: datetime | None = None) -> list[tuple[int, float]]:
+def vector_search(db: Store, user: str, query: np.ndarray, k: int, *, as_of: datetime | None = None) -> list[tuple[int, float]]:
     """(episode id, cosine similarity), best first, within one user's partition (ended by ``as_of``: store/asof.py).
 
     Only active episodes are in the indexes: supersede() takes merged ones out.
@@ -162,23 +163,23 @@ def vector_search(db: Database, user: str, query: np.ndarray, k: int, *, as_of: 
     return index.vector_search(db, "episode_vec", user, query, k, asof.episodes(user, as_of) if as_of else None)
 
 
-def text_search(db: Database, user: str, query: str, k: int, *, as_of: datetime | None = None) -> list[tuple[int, float]]:
+def text_search(db: Store, user: str, query: str, k: int, *, as_of: datetime | None = None) -> list[tuple[int, float]]:
     """(episode id, BM25 score where higher is better), best first."""
     return index.text_search(db, index.EPISODE_TEXT, user, query, k, asof.episodes(user, as_of) if as_of else None)
 
 
-def chunk_texts(db: Database, user: str) -> list[str]:
+def chunk_texts(db: Store, user: str) -> list[str]:
     """The narratives of this user's chunk episodes (boundary 'chunk': the RAG baselines' chunks)."""
     return [r["narrative"] for r in db.query("SELECT narrative FROM episodes WHERE user_id = ? AND boundary = 'chunk'", (user,))]
 
 
-def active_texts(db: Database, user: str) -> list[str]:
+def active_texts(db: Store, user: str) -> list[str]:
     """Every active episode as one text, its title and narrative ("title\\nnarrative")."""
     rows = db.query("SELECT title, narrative FROM episodes WHERE user_id = ? AND status = 'active'", (user,))
     return [f"{r['title']}\n{r['narrative']}" for r in rows]
 
 
-def active_span(db: Database, user: str, *, as_of: datetime | None = None) -> tuple[datetime, datetime] | None:
+def active_span(db: Store, user: str, *, as_of: datetime | None = None) -> tuple[datetime, datetime] | None:
     """(first start, last end) of this user's live episodes (ended by ``as_of``); None without any."""
     bound, params = (" AND end_epoch <= ?", (user, asof.epoch(as_of))) if as_of else ("", (user,))
     row = db.one(f"SELECT min(start_ts) AS a, max(end_ts) AS b FROM episodes WHERE user_id = ? AND status = 'active'{bound}", params)

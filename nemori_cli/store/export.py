@@ -31,8 +31,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from nemori_cli.errors import StoreError
-from nemori_cli.store.db import Database, now_iso
+from nemori_cli.store.contract import Store
 from nemori_cli.store.messages import PLAN_META_PREFIX
+from nemori_cli.store.sqlite import now_iso
 
 FORMAT = 1  # the export format's version: a reader refuses one it does not know
 FILE_LEVEL = ("meta", "schema_migrations")  # in the header, not rows
@@ -62,7 +63,7 @@ def _q(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def tables(db: Database) -> list[Table]:
+def tables(db: Store) -> list[Table]:
     """Every table that holds a user's rows, ordinary tables first (in the order they were created), then indexes, then vectors."""
     if db.engine == "postgresql":
         return _pg_tables(db)
@@ -90,7 +91,9 @@ def tables(db: Database) -> list[Table]:
             break
     if unowned:
         # A table that no user owns would be lost by an export without a word; refuse instead (tests/unit/test_export.py checks the schema has none).
-        raise StoreError(f"cannot tell whose rows table {', '.join(unowned)} holds (no user_id column, no foreign key to a user's table); export would lose it")
+        raise StoreError(
+            f"cannot tell whose rows table {', '.join(unowned)} holds (no user_id column, no foreign key to a user's table); export would lose it"
+        )
     rank = {"rows": 0, "text": 1, "vectors": 2}
     return sorted(found.values(), key=lambda t: rank[t.kind])  # stable: creation order within a kind
 
@@ -101,18 +104,20 @@ def _skipped(name: str, virtual: dict[str, str], shadows: set[str]) -> bool:
         or name in FILE_LEVEL
         or name in shadows
         or virtual.get(name) in _DERIVED_MODULES
-        or (name.endswith("_bits") and virtual.get(name) == "vec0" and name[: -len("_bits")] in virtual)  # a vector table's quantised copy: rebuilt from it on open
+        or (
+            name.endswith("_bits") and virtual.get(name) == "vec0" and name[: -len("_bits")] in virtual
+        )  # a vector table's quantised copy: rebuilt from it on open
     )
 
 
-def _shadow_tables(db: Database, virtual: list[str]) -> set[str]:
+def _shadow_tables(db: Store, virtual: list[str]) -> set[str]:
     """A virtual table's storage: what SQLite calls shadow tables, and (for a module that does not say) any table named after it."""
     names = {r["name"] for r in db.query("SELECT name FROM pragma_table_list WHERE type = 'shadow'")}
     others = [r["name"] for r in db.query("SELECT name FROM sqlite_master WHERE type = 'table'")]
     return names | {n for n in others for v in virtual if n.startswith(v + "_") and n not in virtual}
 
 
-def _table(db: Database, name: str, sql: str, module: str | None, owned: dict[str, Table]) -> Table | None:
+def _table(db: Store, name: str, sql: str, module: str | None, owned: dict[str, Table]) -> Table | None:
     info = db.query("SELECT name, type, pk FROM pragma_table_info(?) ORDER BY cid", (name,))
     columns = tuple(c["name"] for c in info)
     owner = _owner(db, name, columns, owned)
@@ -129,12 +134,12 @@ def _table(db: Database, name: str, sql: str, module: str | None, owned: dict[st
     return Table(name, "rows", columns, owner, rowid=not aliased, order="ORDER BY rowid")
 
 
-def _owner(db: Database, name: str, columns: tuple[str, ...], owned: dict[str, Table]) -> str | None:
+def _owner(db: Store, name: str, columns: tuple[str, ...], owned: dict[str, Table]) -> str | None:
     if "user_id" in columns:
         return '"user_id" = :user'
     parents = [
         f"{_q(fk['from'])} IN (SELECT {_q(fk['to'] or 'rowid')} FROM {owned[fk['table']].quoted} WHERE {owned[fk['table']].owner})"
-        for fk in db.query("SELECT \"table\", \"from\", \"to\" FROM pragma_foreign_key_list(?) ORDER BY id, seq", (name,))
+        for fk in db.query('SELECT "table", "from", "to" FROM pragma_foreign_key_list(?) ORDER BY id, seq', (name,))
         if fk["table"] in owned
     ]
     return "(" + " OR ".join(parents) + ")" if parents else None
@@ -202,7 +207,9 @@ def _pg_tables(db) -> list[Table]:
             pending.remove(name)
             progress = True
         if not progress:
-            raise StoreError(f"cannot tell whose rows table {', '.join(pending)} holds (no user_id column, no foreign key to a user's table); export would lose it")
+            raise StoreError(
+                f"cannot tell whose rows table {', '.join(pending)} holds (no user_id column, no foreign key to a user's table); export would lose it"
+            )
     rank = {"rows": 0, "text": 1, "vectors": 2}
     return sorted(found.values(), key=lambda t: rank[t.kind])
 
@@ -214,7 +221,7 @@ def encode(value):
     return value
 
 
-def rows(db: Database, user: str, table: Table) -> Iterator[dict]:
+def rows(db: Store, user: str, table: Table) -> Iterator[dict]:
     """The user's rows of one table as export records: {"table", ["rowid"], "row"}."""
     select = ", ".join(_q(c) for c in table.columns)
     if table.rowid:
@@ -228,12 +235,12 @@ def rows(db: Database, user: str, table: Table) -> Iterator[dict]:
         yield record
 
 
-def meta(db: Database) -> dict[str, str]:
+def meta(db: Store) -> dict[str, str]:
     """The file-level settings (embedder, profile, ...); a part-way build's window cut is not one (store/messages.PLAN_META_PREFIX)."""
     return {r["key"]: r["value"] for r in db.query("SELECT key, value FROM meta ORDER BY key") if not r["key"].startswith(PLAN_META_PREFIX)}
 
 
-def users(db: Database) -> list[str]:
+def users(db: Store) -> list[str]:
     """Every user with a row in any table that has a user column."""
     found: set[str] = set()
     for t in tables(db):
@@ -242,7 +249,7 @@ def users(db: Database) -> list[str]:
     return sorted(found)
 
 
-def stream(db: Database, user: str, header: dict | None = None) -> Iterator[dict]:
+def stream(db: Store, user: str, header: dict | None = None) -> Iterator[dict]:
     """The whole export as records: the header, every row, and a closing record with the counts (a reader knows the file is whole).
 
     One snapshot throughout, so an ingest committing meanwhile is either all
@@ -253,7 +260,14 @@ def stream(db: Database, user: str, header: dict | None = None) -> Iterator[dict
         if user not in users(db):
             others = ", ".join(users(db)) or "none"
             raise StoreError(f"nothing stored for user {user} in {db.path} (users there: {others})")
-        yield {"nemori_export": FORMAT, "schema": db.schema_version(), "user": user, "exported_at": now_iso(), **(header or {}), "meta": meta(db)}
+        yield {
+            "nemori_export": FORMAT,
+            "schema": db.schema_version(),
+            "user": user,
+            "exported_at": now_iso(),
+            **(header or {}),
+            "meta": meta(db),
+        }
         counts: dict[str, int] = {}
         for table in chosen:
             n = 0

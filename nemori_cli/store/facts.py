@@ -8,11 +8,19 @@ import numpy as np
 
 from nemori_cli.domain import Fact
 from nemori_cli.store import asof, index
-from nemori_cli.store.db import Database, now_iso
+from nemori_cli.store.contract import Store
+from nemori_cli.store.sqlite import now_iso
 
 
 def add(
-    db: Database, user: str, text: str, embedding: np.ndarray, source_episode_ids: list[int], origin: str = "new", *, episode_id: int | None = None
+    db: Store,
+    user: str,
+    text: str,
+    embedding: np.ndarray,
+    source_episode_ids: list[int],
+    origin: str = "new",
+    *,
+    episode_id: int | None = None,
 ) -> int:
     """Insert a fact with its sources and index it. Caller holds the transaction.
 
@@ -36,11 +44,11 @@ def add(
     return fact_id
 
 
-def add_sources(db: Database, fact_id: int, episode_ids: list[int]) -> None:
+def add_sources(db: Store, fact_id: int, episode_ids: list[int]) -> None:
     db.conn.executemany("INSERT OR IGNORE INTO fact_sources(fact_id, episode_id) VALUES (?, ?)", [(fact_id, e) for e in episode_ids])
 
 
-def supersede(db: Database, user: str, old_ids: list[int], new_id: int, reason: str) -> None:
+def supersede(db: Store, user: str, old_ids: list[int], new_id: int, reason: str) -> None:
     """Facts replaced by ``new_id`` leave retrieval but keep their row: the audit trail.
 
     They stay in the indexes (filtered out at search time), so forgetting their
@@ -57,14 +65,14 @@ def supersede(db: Database, user: str, old_ids: list[int], new_id: int, reason: 
     )
 
 
-def replaced(db: Database, user: str, fact_id: int) -> list[Fact]:
+def replaced(db: Store, user: str, fact_id: int) -> list[Fact]:
     """The facts this one superseded (its history), oldest first."""
     rows = db.query(f"SELECT {_COLUMNS} FROM facts WHERE user_id = ? AND superseded_by = ? ORDER BY id", (user, fact_id))
     sources = _sources(db, [r["id"] for r in rows])
     return [_fact(r, sources.get(r["id"], ())) for r in rows]
 
 
-def _sources(db: Database, ids: list[int]) -> dict[int, tuple[int, ...]]:
+def _sources(db: Store, ids: list[int]) -> dict[int, tuple[int, ...]]:
     if not ids:
         return {}
     marks = ",".join("?" * len(ids))
@@ -96,10 +104,12 @@ def _time(value: str | None) -> datetime | None:
     return None if value is None else datetime.fromisoformat(value)
 
 
-_COLUMNS = "id, user_id, text, created_at, status, superseded_by, superseded_reason, superseded_at, origin, episode_id, valid_from, valid_until"
+_COLUMNS = (
+    "id, user_id, text, created_at, status, superseded_by, superseded_reason, superseded_at, origin, episode_id, valid_from, valid_until"
+)
 
 
-def by_ids(db: Database, user: str, ids: list[int]) -> dict[int, Fact]:
+def by_ids(db: Store, user: str, ids: list[int]) -> dict[int, Fact]:
     if not ids:
         return {}
     marks = ",".join("?" * len(ids))
@@ -109,11 +119,13 @@ def by_ids(db: Database, user: str, ids: list[int]) -> dict[int, Fact]:
     return {r["id"]: _fact(r, sources.get(r["id"], ())) for r in rows}
 
 
-def get(db: Database, user: str, fact_id: int) -> Fact | None:
+def get(db: Store, user: str, fact_id: int) -> Fact | None:
     return by_ids(db, user, [fact_id]).get(fact_id)
 
 
-def list_all(db: Database, user: str, *, include_superseded: bool = False, limit: int | None = None, as_of: datetime | None = None) -> list[Fact]:
+def list_all(
+    db: Store, user: str, *, include_superseded: bool = False, limit: int | None = None, as_of: datetime | None = None
+) -> list[Fact]:
     """Facts by id; with ``as_of``, those valid then (store/asof.py), superseded since or not."""
     where = "user_id = ?" + ("" if include_superseded or as_of else " AND status = 'active'")
     params: tuple = (user,)
@@ -127,12 +139,12 @@ def list_all(db: Database, user: str, *, include_superseded: bool = False, limit
     return [_fact(r, sources.get(r["id"], ())) for r in rows]
 
 
-def count(db: Database, user: str) -> int:
+def count(db: Store, user: str) -> int:
     row = db.one("SELECT count(*) AS n FROM facts WHERE user_id = ? AND status = 'active'", (user,))
     return int(row["n"]) if row else 0
 
 
-def vector_search(db: Database, user: str, query: np.ndarray, k: int, *, as_of: datetime | None = None) -> list[tuple[int, float]]:
+def vector_search(db: Store, user: str, query: np.ndarray, k: int, *, as_of: datetime | None = None) -> list[tuple[int, float]]:
     """(fact id, cosine similarity), best first; superseded facts never come back.
 
     With ``as_of``: the facts valid then (store/asof.py), a superseded one
@@ -143,33 +155,38 @@ def vector_search(db: Database, user: str, query: np.ndarray, k: int, *, as_of: 
     return _active(db, user, index.vector_search(db, "fact_vec", user, query, k + _superseded(db, user)))[:k]
 
 
-def text_search(db: Database, user: str, query: str, k: int, *, as_of: datetime | None = None) -> list[tuple[int, float]]:
+def text_search(db: Store, user: str, query: str, k: int, *, as_of: datetime | None = None) -> list[tuple[int, float]]:
     if as_of is not None:
         return index.text_search(db, index.FACT_TEXT, user, query, k, asof.facts(user, as_of))
     return _active(db, user, index.text_search(db, index.FACT_TEXT, user, query, k + _superseded(db, user)))[:k]
 
 
-def _superseded(db: Database, user: str) -> int:
+def _superseded(db: Store, user: str) -> int:
     """How many more rows to ask the indexes for, so k active ones survive the filter."""
     row = db.one("SELECT count(*) AS n FROM facts WHERE user_id = ? AND status != 'active'", (user,))
     return min(int(row["n"]) if row else 0, 2000)
 
 
-def _active(db: Database, user: str, hits: list[tuple[int, float]]) -> list[tuple[int, float]]:
+def _active(db: Store, user: str, hits: list[tuple[int, float]]) -> list[tuple[int, float]]:
     if not hits:
         return hits
     marks = ",".join("?" * len(hits))
-    live = {r["id"] for r in db.query(f"SELECT id FROM facts WHERE user_id = ? AND status = 'active' AND id IN ({marks})", (user, *[h[0] for h in hits]))}
+    live = {
+        r["id"]
+        for r in db.query(
+            f"SELECT id FROM facts WHERE user_id = ? AND status = 'active' AND id IN ({marks})", (user, *[h[0] for h in hits])
+        )
+    }
     return [h for h in hits if h[0] in live]
 
 
-def evoke(db: Database, user: str, query: np.ndarray, *, k: int, threshold: float) -> list[Fact]:
+def evoke(db: Store, user: str, query: np.ndarray, *, k: int, threshold: float) -> list[Fact]:
     """What the store already knows about something: top k facts above a cosine threshold."""
     hits = [(i, s) for i, s in vector_search(db, user, query, k) if s > threshold]
     found = by_ids(db, user, [i for i, _ in hits])
     return [found[i] for i, _ in hits if i in found]
 
 
-def active_texts(db: Database, user: str) -> list[str]:
+def active_texts(db: Store, user: str) -> list[str]:
     """The text of every active fact."""
     return [r["text"] for r in db.query("SELECT text FROM facts WHERE user_id = ? AND status = 'active'", (user,))]

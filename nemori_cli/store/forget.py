@@ -23,7 +23,6 @@ Why each step is needed for "gone from the file":
 
 from __future__ import annotations
 
-
 from collections.abc import Callable
 
 import numpy as np
@@ -32,7 +31,7 @@ from nemori_cli.errors import StoreError
 from nemori_cli.store import message_index
 from nemori_cli.store import notes as note_sql
 from nemori_cli.store import predictions as prediction_sql
-from nemori_cli.store.db import Database
+from nemori_cli.store.contract import Store
 from nemori_cli.store.messages import PLAN_META_PREFIX
 
 # Turns a note's text into its vector: needed only to undo what a forgotten
@@ -44,11 +43,11 @@ def _marks(ids: list[int]) -> str:
     return ",".join("?" * len(ids))
 
 
-def _secure(db: Database) -> None:
+def _secure(db: Store) -> None:
     db.erase_on_delete()
 
 
-def _history(db: Database, table: str, user: str, root: int) -> list[int]:
+def _history(db: Store, table: str, user: str, root: int) -> list[int]:
     """root and every row it superseded, recursively (its merged parts / audit trail)."""
     rows = db.query(
         f"WITH RECURSIVE chain(id) AS (SELECT CAST(? AS BIGINT) UNION SELECT t.id FROM {table} t JOIN chain c"
@@ -58,7 +57,7 @@ def _history(db: Database, table: str, user: str, root: int) -> list[int]:
     return [r["id"] for r in rows]
 
 
-def _delete_ids(db: Database, table: str, ids: list[int], column: str = "rowid") -> int:
+def _delete_ids(db: Store, table: str, ids: list[int], column: str = "rowid") -> int:
     if not ids:
         return 0
     before = db.conn.total_changes()
@@ -67,14 +66,14 @@ def _delete_ids(db: Database, table: str, ids: list[int], column: str = "rowid")
     return db.conn.total_changes() - before
 
 
-def _has_index_rows(db: Database, fact_id: int) -> bool:
+def _has_index_rows(db: Store, fact_id: int) -> bool:
     return (
         db.one("SELECT rowid FROM fact_fts WHERE rowid = ?", (fact_id,)) is not None
         and db.one("SELECT rowid FROM fact_vec WHERE rowid = ?", (fact_id,)) is not None
     )
 
 
-def _delete_facts(db: Database, user: str, ids: list[int]) -> dict[str, int]:
+def _delete_facts(db: Store, user: str, ids: list[int]) -> dict[str, int]:
     """Delete facts with their links and index rows; un-supersede what they replaced.
 
     A surviving fact that one of them superseded is active again: the newer
@@ -118,7 +117,7 @@ def _delete_facts(db: Database, user: str, ids: list[int]) -> dict[str, int]:
     return counts
 
 
-def _merged_into(db: Database, user: str, episode_id: int) -> int:
+def _merged_into(db: Store, user: str, episode_id: int) -> int:
     """The live episode a superseded one ended up in (following merges of merges)."""
     current, seen = episode_id, set()
     while current not in seen:
@@ -130,7 +129,7 @@ def _merged_into(db: Database, user: str, episode_id: int) -> int:
     return current
 
 
-def forget_episode(db: Database, user: str, episode_id: int, reembed: Reembed | None = None) -> dict[str, int]:
+def forget_episode(db: Store, user: str, episode_id: int, reembed: Reembed | None = None) -> dict[str, int]:
     """Delete an episode, its merged parts, their messages, facts only they sourced,
     notes made from its facts, and the running summaries from the first one that folded it in."""
     row = db.one("SELECT id, superseded_by FROM episodes WHERE user_id = ? AND id = ?", (user, episode_id))
@@ -153,14 +152,18 @@ def forget_episode(db: Database, user: str, episode_id: int, reembed: Reembed | 
 
     linked = [r["fact_id"] for r in db.query(f"SELECT DISTINCT fact_id FROM fact_sources WHERE episode_id IN ({marks})", tuple(ids))]
     counts["fact_links"] = _delete_ids(db, "fact_sources", ids, column="episode_id")
-    orphans = [
-        r["id"]
-        for r in db.query(
-            f"SELECT id FROM facts WHERE user_id = ? AND id IN ({_marks(linked)})"
-            " AND NOT EXISTS (SELECT 1 FROM fact_sources s WHERE s.fact_id = facts.id)",
-            (user, *linked),
-        )
-    ] if linked else []
+    orphans = (
+        [
+            r["id"]
+            for r in db.query(
+                f"SELECT id FROM facts WHERE user_id = ? AND id IN ({_marks(linked)})"
+                " AND NOT EXISTS (SELECT 1 FROM fact_sources s WHERE s.fact_id = facts.id)",
+                (user, *linked),
+            )
+        ]
+        if linked
+        else []
+    )
     counts.update(_delete_facts(db, user, orphans))
     notes = [r["id"] for r in db.query(f"SELECT id FROM notes WHERE user_id = ? AND episode_id IN ({marks})", (user, *ids))]
     if notes:  # --memory nemori+amem only
@@ -180,7 +183,7 @@ def forget_episode(db: Database, user: str, episode_id: int, reembed: Reembed | 
     return counts
 
 
-def _delete_notes(db: Database, user: str, ids: list[int], reembed: Reembed | None) -> dict[str, int]:
+def _delete_notes(db: Store, user: str, ids: list[int], reembed: Reembed | None) -> dict[str, int]:
     """Delete notes, both directions of their links and their histories; undo what they evolved.
 
     A surviving note that one of them evolved gets its old context or tags
@@ -195,9 +198,7 @@ def _delete_notes(db: Database, user: str, ids: list[int], reembed: Reembed | No
     # nemori+amem: a note is a distilled fact, evoked into later predictions like one.
     rows = db.query(f"SELECT content, episode_id FROM notes WHERE user_id = ? AND id IN ({marks})", (user, *ids))
     prediction_sql.scrub(db, user, [r["content"] for r in rows], sorted({r["episode_id"] for r in rows if r["episode_id"] is not None}))
-    changes = db.query(
-        f"SELECT note_id, field, before, after FROM note_evolutions WHERE made_by IN ({marks}) ORDER BY id DESC", tuple(ids)
-    )
+    changes = db.query(f"SELECT note_id, field, before, after FROM note_evolutions WHERE made_by IN ({marks}) ORDER BY id DESC", tuple(ids))
     touched: set[int] = set()
     for change in changes:
         if change["note_id"] in doomed:
@@ -223,7 +224,7 @@ def _delete_notes(db: Database, user: str, ids: list[int], reembed: Reembed | No
     return counts
 
 
-def forget_note(db: Database, user: str, note_id: int, reembed: Reembed | None = None) -> dict[str, int]:
+def forget_note(db: Store, user: str, note_id: int, reembed: Reembed | None = None) -> dict[str, int]:
     """Delete a note, its links and history, undo its evolution of others, and delete the message it was made from.
 
     The message goes too: a message without a note is pending work for
@@ -242,7 +243,7 @@ def forget_note(db: Database, user: str, note_id: int, reembed: Reembed | None =
     return counts
 
 
-def forget_fact(db: Database, user: str, fact_id: int) -> dict[str, int]:
+def forget_fact(db: Store, user: str, fact_id: int) -> dict[str, int]:
     """Delete a fact and every fact it superseded (its audit trail says the same thing)."""
     if db.one("SELECT id FROM facts WHERE user_id = ? AND id = ?", (user, fact_id)) is None:
         raise StoreError(f"no fact {fact_id} for user {user}")
@@ -258,25 +259,38 @@ def forget_fact(db: Database, user: str, fact_id: int) -> dict[str, int]:
 # episodes; facts and episodes point at themselves (one statement each, so
 # rows referring to rows deleted in the same statement are fine).
 _USER_TABLES = (
-    "episode_predictions", "note_fts", "note_vec", "notes",
-    "summaries", "fact_fts", "fact_vec", "facts", "message_fts", "message_vec", "messages",
-    "episode_fts", "episode_vec", "episodes", "llm_calls", "stage_events",
+    "episode_predictions",
+    "note_fts",
+    "note_vec",
+    "notes",
+    "summaries",
+    "fact_fts",
+    "fact_vec",
+    "facts",
+    "message_fts",
+    "message_vec",
+    "messages",
+    "episode_fts",
+    "episode_vec",
+    "episodes",
+    "llm_calls",
+    "stage_events",
 )
 
 
-def _tables_with_user_column(db: Database) -> list[str]:
+def _tables_with_user_column(db: Store) -> list[str]:
     return [n for n in db.table_names() if "user_id" in db.columns(n)]
 
 
-def stored(db: Database, user: str) -> dict[str, int]:
+def stored(db: Store, user: str) -> dict[str, int]:
     """What a user has, for the confirmation question."""
     return {
-        t: int(db.one(f"SELECT count(*) AS n FROM {t} WHERE user_id = ?", (user,))["n"])
+        t: int(db.scalar(f"SELECT count(*) AS n FROM {t} WHERE user_id = ?", (user,)))
         for t in ("messages", "episodes", "facts", "notes", "summaries")
     }
 
 
-def forget_user(db: Database, user: str) -> dict[str, int]:
+def forget_user(db: Store, user: str) -> dict[str, int]:
     """Delete every row of one user from every table; counts per table."""
     _secure(db)
     counts: dict[str, int] = {}
@@ -304,7 +318,7 @@ def forget_user(db: Database, user: str) -> dict[str, int]:
     return counts
 
 
-def make_physical(db: Database, *, vacuum: bool = False) -> bool:
+def make_physical(db: Store, *, vacuum: bool = False) -> bool:
     """After the commit: rewrite the text indexes, optionally VACUUM, fold the WAL in.
 
     False when another process's open read kept the old pages in the file

@@ -3,7 +3,7 @@
 Each memory kind has a vector table (cosine, by user) and a full-text table;
 these functions take the table names so episodes, facts, notes and messages
 search the same way. How each engine searches is its own method
-(store/db.py for SQLite's vec0 and FTS5, store/pg.py for pgvector and tsvector).
+(store/sqlite.py for SQLite's vec0 and FTS5, store/pg.py for pgvector and tsvector).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nemori_cli.store.asof import Within
-from nemori_cli.store.db import Database
+from nemori_cli.store.contract import Store
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ NOTE_TEXT = TextIndex("note_fts", "notes")
 MESSAGE_TEXT = TextIndex("message_fts", "messages")
 
 
-def vector_search(db: Database, table: str, user: str, query: np.ndarray, k: int, within: Within | None = None) -> list[tuple[int, float]]:
+def vector_search(db: Store, table: str, user: str, query: np.ndarray, k: int, within: Within | None = None) -> list[tuple[int, float]]:
     """(row id, cosine similarity), best first, within one user's partition (and ``within``'s rows)."""
     if not db.has_vectors():
         return []
@@ -39,8 +39,62 @@ def vector_search(db: Database, table: str, user: str, query: np.ndarray, k: int
 _WORD = re.compile(r"\w+", re.UNICODE)
 # Words that match nearly every episode: they cost BM25 time and add no signal.
 _STOPWORDS = frozenset(
-    "a an and are as at be but by did do does for from had has have he her his how i in is it its me my of on or "
-    "our she so that the their them they this to was we were what when where which who why will with you your".split()
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "did",
+        "do",
+        "does",
+        "for",
+        "from",
+        "had",
+        "has",
+        "have",
+        "he",
+        "her",
+        "his",
+        "how",
+        "i",
+        "in",
+        "is",
+        "it",
+        "its",
+        "me",
+        "my",
+        "of",
+        "on",
+        "or",
+        "our",
+        "she",
+        "so",
+        "that",
+        "the",
+        "their",
+        "them",
+        "they",
+        "this",
+        "to",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "why",
+        "will",
+        "with",
+        "you",
+        "your",
+    ]
 )
 
 
@@ -66,7 +120,7 @@ class TextQuery:
     max_rows: int | None  # rank at most this many matching rows (None: all of them)
 
 
-def text_query(db: Database, query: str, text_index: "TextIndex | None" = None) -> TextQuery:
+def text_query(db: Store, query: str, text_index: TextIndex | None = None) -> TextQuery:
     """The words of ``query`` worth searching for, rarest first, and how many matches to rank.
 
     Small tables keep every word that is not in most rows. A table larger than
@@ -96,12 +150,12 @@ def text_query(db: Database, query: str, text_index: "TextIndex | None" = None) 
     return TextQuery(kept or ranked[:1], None)
 
 
-def informative_terms(db: Database, query: str, text_index: "TextIndex | None" = None) -> str:
+def informative_terms(db: Store, query: str, text_index: TextIndex | None = None) -> str:
     """The query without words that too many rows contain (rarest words first); empty when every word is."""
     return " ".join(text_query(db, query, text_index).words)
 
 
-def text_search(db: Database, text_index: TextIndex, user: str, query: str, k: int, within: Within | None = None) -> list[tuple[int, float]]:
+def text_search(db: Store, text_index: TextIndex, user: str, query: str, k: int, within: Within | None = None) -> list[tuple[int, float]]:
     """(row id, BM25 score where higher is better), best first, among ``within``'s rows when given."""
     chosen = text_query(db, " ".join(_WORD.findall(query.lower())), text_index)
     return db.text_search(text_index.fts, user, chosen.words, k, within, max_rows=chosen.max_rows)

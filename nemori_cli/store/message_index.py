@@ -18,7 +18,7 @@ import numpy as np
 from nemori_cli.domain import Message, to_epoch
 from nemori_cli.store import asof, index
 from nemori_cli.store import messages as message_sql
-from nemori_cli.store.db import Database
+from nemori_cli.store.contract import Store
 
 BATCH = 256  # messages embedded per call: bounded memory on a 50,000-message import
 
@@ -28,7 +28,7 @@ def embedding_text(m: Message) -> str:
     return f"{m.speaker}: {m.content}"
 
 
-def unindexed(db: Database, user: str, limit: int | None = None) -> list[Message]:
+def unindexed(db: Store, user: str, limit: int | None = None) -> list[Message]:
     sql = (
         f"SELECT {message_sql.COLUMNS} FROM messages m WHERE user_id = ?"
         " AND NOT EXISTS (SELECT 1 FROM message_fts f WHERE f.rowid = m.id) ORDER BY ts_epoch, id"
@@ -40,7 +40,7 @@ def unindexed(db: Database, user: str, limit: int | None = None) -> list[Message
     return [message_sql.row_to_message(r) for r in db.query(sql, params)]
 
 
-def index_all(db: Database, user: str, embed: Callable[[list[str]], list[np.ndarray]]) -> int:
+def index_all(db: Store, user: str, embed: Callable[[list[str]], list[np.ndarray]]) -> int:
     """Index every message of the user that has no index rows yet. Caller holds the transaction."""
     done = 0
     while batch := unindexed(db, user, BATCH):
@@ -50,7 +50,7 @@ def index_all(db: Database, user: str, embed: Callable[[list[str]], list[np.ndar
     return done
 
 
-def add(db: Database, user: str, messages: list[Message], vectors: list[np.ndarray]) -> None:
+def add(db: Store, user: str, messages: list[Message], vectors: list[np.ndarray]) -> None:
     db.conn.executemany(
         "INSERT INTO message_fts(rowid, speaker, content, user_id) VALUES (?, ?, ?, ?)",
         [(m.id, m.speaker, m.content, user) for m in messages],
@@ -60,28 +60,28 @@ def add(db: Database, user: str, messages: list[Message], vectors: list[np.ndarr
             db.insert_vector("message_vec", m.id, user, np.asarray(v, dtype=np.float32).tobytes())
 
 
-def delete(db: Database, ids: list[int]) -> None:
+def delete(db: Store, ids: list[int]) -> None:
     """Drop index rows of messages about to be deleted (one at a time: vec0 point lookups)."""
     db.conn.executemany("DELETE FROM message_fts WHERE rowid = ?", [(i,) for i in ids])
     if db.has_vectors():
         db.delete_vectors("message_vec", ids)
 
 
-def count(db: Database, user: str) -> int:
+def count(db: Store, user: str) -> int:
     row = db.one("SELECT count(*) AS n FROM message_fts WHERE user_id = ?", (user,))
     return int(row["n"]) if row else 0
 
 
-def vector_search(db: Database, user: str, query: np.ndarray, k: int, *, as_of: datetime | None = None) -> list[tuple[int, float]]:
+def vector_search(db: Store, user: str, query: np.ndarray, k: int, *, as_of: datetime | None = None) -> list[tuple[int, float]]:
     """(message id, cosine similarity), best first; with ``as_of``, only messages said by then."""
     return index.vector_search(db, "message_vec", user, query, k, asof.messages(user, as_of) if as_of else None)
 
 
-def text_search(db: Database, user: str, query: str, k: int, *, as_of: datetime | None = None) -> list[tuple[int, float]]:
+def text_search(db: Store, user: str, query: str, k: int, *, as_of: datetime | None = None) -> list[tuple[int, float]]:
     return index.text_search(db, index.MESSAGE_TEXT, user, query, k, asof.messages(user, as_of) if as_of else None)
 
 
-def around(db: Database, user: str, messages: list[Message], turns: int, *, as_of: datetime | None = None) -> dict[int, list[Message]]:
+def around(db: Store, user: str, messages: list[Message], turns: int, *, as_of: datetime | None = None) -> dict[int, list[Message]]:
     """Each message with up to ``turns`` messages before and after it in its session, in time order.
 
     A question's answer is often the reply to a question ("What did you do?"
@@ -109,7 +109,7 @@ def around(db: Database, user: str, messages: list[Message], turns: int, *, as_o
     return out
 
 
-def unmentioned(db: Database, user: str, words: list[str], *, as_of: datetime | None = None) -> list[str]:
+def unmentioned(db: Store, user: str, words: list[str], *, as_of: datetime | None = None) -> list[str]:
     """The words that no message of this user (said by ``as_of``) contains (FTS5 applies its own stemming to each)."""
     within = asof.messages(user, as_of) if as_of else None
     return [word for word in words if not db.text_contains("message_fts", user, word.replace('"', ""), within)]

@@ -9,8 +9,8 @@ from datetime import datetime
 
 from nemori_cli.domain import Backlog, IncomingMessage, Message, to_epoch
 from nemori_cli.stages import MESSAGE_CHARS_READ
-from nemori_cli.store.db import Database, now_iso
-
+from nemori_cli.store.contract import Store
+from nemori_cli.store.sqlite import now_iso
 
 # The meta row that keeps a window's cut until its episodes are written (pipeline/plan.py), one per user:
 # forgotten with the user, and left out of exports (it only lives while a build is part way).
@@ -40,7 +40,7 @@ def keys_for(messages: Iterable[IncomingMessage], namespace: str = "") -> list[s
     return keys
 
 
-def insert_messages(db: Database, user: str, messages: list[IncomingMessage], namespace: str = "") -> int:
+def insert_messages(db: Store, user: str, messages: list[IncomingMessage], namespace: str = "") -> int:
     """Store messages not seen before; returns how many were new. Caller holds the transaction."""
     before = db.conn.total_changes()
     stamp = now_iso()
@@ -72,7 +72,7 @@ def row_to_message(row: dict) -> Message:
 COLUMNS = "id, user_id, msg_key, speaker, content, ts, source_id, session, episode_id"
 
 
-def pending(db: Database, user: str, limit: int | None = None) -> list[Message]:
+def pending(db: Store, user: str, limit: int | None = None) -> list[Message]:
     """The buffer: messages no episode owns yet, oldest first."""
     sql = f"SELECT {COLUMNS} FROM messages WHERE user_id = ? AND episode_id IS NULL ORDER BY ts_epoch, id"
     params: tuple = (user,)
@@ -85,7 +85,7 @@ def pending(db: Database, user: str, limit: int | None = None) -> list[Message]:
 _KEYS_PER_QUERY = 500  # well under SQLite's limit on bound parameters
 
 
-def stored_keys(db: Database, user: str, keys: list[str]) -> set[str]:
+def stored_keys(db: Store, user: str, keys: list[str]) -> set[str]:
     """Which of these message keys (keys_for) this user already has."""
     found: set[str] = set()
     for i in range(0, len(keys), _KEYS_PER_QUERY):
@@ -96,7 +96,7 @@ def stored_keys(db: Database, user: str, keys: list[str]) -> set[str]:
     return found
 
 
-def backlog(db: Database, user: str) -> Backlog:
+def backlog(db: Store, user: str) -> Backlog:
     """Messages no episode owns yet: how many, and their characters as the LLM reads them (what an episodic memory mode has left to do)."""
     row = db.one(
         "SELECT count(*) AS n, coalesce(sum(min(length(content), ?)), 0) AS chars FROM messages WHERE user_id = ? AND episode_id IS NULL",
@@ -105,13 +105,13 @@ def backlog(db: Database, user: str) -> Backlog:
     return Backlog(int(row["n"]), int(row["chars"])) if row else Backlog(0, 0)
 
 
-def first_pending_epoch(db: Database, user: str) -> float | None:
+def first_pending_epoch(db: Store, user: str) -> float | None:
     """When the oldest message no episode owns was said (epoch seconds); None when nothing is pending."""
     row = db.one("SELECT min(ts_epoch) AS t FROM messages WHERE user_id = ? AND episode_id IS NULL", (user,))
     return None if row is None or row["t"] is None else float(row["t"])
 
 
-def last_before(db: Database, user: str, epoch: float | None = None) -> float | None:
+def last_before(db: Store, user: str, epoch: float | None = None) -> float | None:
     """When the user's newest message said before ``epoch`` (before None: of all) was said, in epoch seconds; None when there is none."""
     where, params = "user_id = ?", (user,)
     if epoch is not None:
@@ -121,18 +121,18 @@ def last_before(db: Database, user: str, epoch: float | None = None) -> float | 
     return None if row is None or row["t"] is None else float(row["t"])
 
 
-def count_pending(db: Database, user: str) -> int:
+def count_pending(db: Store, user: str) -> int:
     return backlog(db, user).messages
 
 
-def still_pending(db: Database, user: str, ids: list[int]) -> bool:
+def still_pending(db: Store, user: str, ids: list[int]) -> bool:
     """Whether every one of these messages still has no episode (another process may have taken them)."""
     marks = ",".join("?" * len(ids))
-    row = db.one(f"SELECT count(*) AS n FROM messages WHERE user_id = ? AND episode_id IS NULL AND id IN ({marks})", (user, *ids))
-    return bool(row) and row["n"] == len(ids)
+    n = db.scalar(f"SELECT count(*) AS n FROM messages WHERE user_id = ? AND episode_id IS NULL AND id IN ({marks})", (user, *ids))
+    return bool(n == len(ids))
 
 
-def all_messages(db: Database, user: str, *, pending_only: bool = False, limit: int | None = None) -> list[Message]:
+def all_messages(db: Store, user: str, *, pending_only: bool = False, limit: int | None = None) -> list[Message]:
     if pending_only:
         return pending(db, user, limit)
     sql = f"SELECT {COLUMNS} FROM messages WHERE user_id = ? ORDER BY ts_epoch, id"
@@ -141,7 +141,7 @@ def all_messages(db: Database, user: str, *, pending_only: bool = False, limit: 
     return [row_to_message(r) for r in db.query(sql, (user,))]
 
 
-def recent(db: Database, user: str, limit: int, *, as_of: datetime | None = None) -> list[Message]:
+def recent(db: Store, user: str, limit: int, *, as_of: datetime | None = None) -> list[Message]:
     """The newest ``limit`` messages (of those said by ``as_of``), oldest first: the core context's raw timeline."""
     where, params = "user_id = ?", (user,)
     if as_of is not None:
@@ -151,7 +151,7 @@ def recent(db: Database, user: str, limit: int, *, as_of: datetime | None = None
     return [row_to_message(r) for r in reversed(rows)]
 
 
-def place(db: Database, user: str, m: Message) -> int:
+def place(db: Store, user: str, m: Message) -> int:
     """How many of the user's messages come before ``m`` in time order (time, then id): its place in the history."""
     at = to_epoch(m.timestamp)
     row = db.one(
@@ -160,7 +160,7 @@ def place(db: Database, user: str, m: Message) -> int:
     return int(row["n"]) if row else 0
 
 
-def of_episodes(db: Database, user: str, episode_ids: list[int]) -> dict[int, list[Message]]:
+def of_episodes(db: Store, user: str, episode_ids: list[int]) -> dict[int, list[Message]]:
     """Raw messages of several episodes, each list in time order."""
     if not episode_ids:
         return {}
@@ -175,27 +175,31 @@ def of_episodes(db: Database, user: str, episode_ids: list[int]) -> dict[int, li
     return grouped
 
 
-def assign(db: Database, user: str, message_ids: list[int], episode_id: int) -> None:
+def assign(db: Store, user: str, message_ids: list[int], episode_id: int) -> None:
     db.conn.executemany(
         "UPDATE messages SET episode_id = ? WHERE user_id = ? AND id = ? AND episode_id IS NULL",
         [(episode_id, user, mid) for mid in message_ids],
     )
 
 
-def by_ids(db: Database, user: str, ids: list[int]) -> dict[int, Message]:
+def by_ids(db: Store, user: str, ids: list[int]) -> dict[int, Message]:
     if not ids:
         return {}
     marks = ",".join("?" * len(ids))
-    return {r["id"]: row_to_message(r) for r in db.query(f"SELECT {COLUMNS} FROM messages WHERE user_id = ? AND id IN ({marks})", (user, *ids))}
+    return {
+        r["id"]: row_to_message(r) for r in db.query(f"SELECT {COLUMNS} FROM messages WHERE user_id = ? AND id IN ({marks})", (user, *ids))
+    }
 
 
-def characters_in_episodes(db: Database, user: str) -> int:
+def characters_in_episodes(db: Store, user: str) -> int:
     """Characters of this user's messages that belong to an episode, as the LLM read them (stages.MESSAGE_CHARS_READ each at most)."""
-    row = db.one("SELECT sum(min(length(content), ?)) AS n FROM messages WHERE user_id = ? AND episode_id IS NOT NULL", (MESSAGE_CHARS_READ, user))
+    row = db.one(
+        "SELECT sum(min(length(content), ?)) AS n FROM messages WHERE user_id = ? AND episode_id IS NOT NULL", (MESSAGE_CHARS_READ, user)
+    )
     return int(row["n"] or 0) if row else 0
 
 
-def changed_keys(db: Database, user: str, messages: list[IncomingMessage], namespace: str = "") -> list[str]:
+def changed_keys(db: Store, user: str, messages: list[IncomingMessage], namespace: str = "") -> list[str]:
     """Keys (keys_for) of the messages whose id this user already has stored saying something else.
 
     insert_messages keeps the stored row (memory was built from it), so an

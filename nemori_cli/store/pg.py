@@ -1,10 +1,11 @@
 """The PostgreSQL engine: the store on a server (psycopg 3, pgvector, full text by tsvector).
 
-``--db postgresql://...`` (or NEMORI_DB) opens one. It offers what
-store/db.py's SQLite Database offers, so the store modules run unchanged on
-either: ``conn.execute`` with SQLite's SQL (store/pg_dialect.py says it in
-PostgreSQL's words), ``query``/``one``, ``transaction``/``snapshot``, the
-meta table and the embedder binding, and the engine's own search methods.
+``--db postgresql://...`` (or NEMORI_DB) opens one. It implements the store
+contract (store/contract.py), as the SQLite engine (store/sqlite.py) does, so
+the store modules run unchanged on either: ``conn.execute`` with SQLite's SQL
+(store/pg_connection.py, through store/pg_dialect.py), ``query``/``one``,
+``transaction``/``snapshot``, the meta table and the embedder binding, and
+the engine's own search methods.
 
 Guarantees, and how they hold here:
 
@@ -26,17 +27,17 @@ Guarantees, and how they hold here:
 
 from __future__ import annotations
 
-import decimal
 import json
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+
 import numpy as np
 
 from nemori_cli.config import shown_url
 from nemori_cli.errors import StoreError
 from nemori_cli.store.base import StoreBase
-from nemori_cli.store.pg_dialect import named, translate
+from nemori_cli.store.pg_connection import PgConnection, first_line
 from nemori_cli.store.pg_migrations import MIGRATIONS
 
 VECTOR_TABLES = ("episode_vec", "fact_vec", "note_vec", "message_vec")
@@ -62,90 +63,12 @@ _STORE_LOCK = 0x6E656D6F  # "nemo": the advisory lock of schema changes
 _USER_LOCKS = 0x6E657573  # the namespace of per-user advisory locks
 
 
-def _value(v):
-    """A value from PostgreSQL as SQLite would have given it: sums are numbers, vectors are float32 bytes."""
-    if isinstance(v, decimal.Decimal):
-        return int(v) if v == v.to_integral_value() else float(v)
-    if isinstance(v, np.ndarray):
-        return np.asarray(v, dtype=np.float32).tobytes()
-    if hasattr(v, "to_numpy"):  # pgvector's Vector
-        return np.asarray(v.to_numpy(), dtype=np.float32).tobytes()
-    return v
-
-
-def _param(v):
-    """A parameter as PostgreSQL takes it: the store's only BLOBs are float32 vectors, numpy scalars are Python numbers."""
-    if isinstance(v, (bytes, bytearray, memoryview)):
-        from pgvector import Vector
-
-        return Vector(np.frombuffer(bytes(v), dtype=np.float32))
-    if isinstance(v, np.generic):
-        return v.item()
-    return v
-
-
-def _params(params):
-    if isinstance(params, dict):
-        return {k: _param(v) for k, v in params.items()}
-    return tuple(_param(v) for v in params)
-
-
-class PgConnection:
-    """The connection surface the store modules use (apsw's, in the part they need), over psycopg."""
-
-    def __init__(self, raw, name: str):
-        self.raw, self.name = raw, name
-        self._changes = 0
-        self._total = 0
-
-    def _run(self, sql: str, params=()):
-        import psycopg
-
-        text, parameterised = translate(sql)
-        if isinstance(params, dict) and params:  # apsw's :name parameters (export's queries)
-            text, parameterised = named(sql), True
-        try:
-            cur = self.raw.execute(text, _params(params) if parameterised else None)
-        except psycopg.OperationalError as e:
-            raise StoreError(f"PostgreSQL at {self.name}: {_first_line(e)}; this unit of work was rolled back: rerun to resume") from None
-        self._changes = max(cur.rowcount, 0)
-        self._total += self._changes
-        return cur
-
-    def execute(self, sql: str, params=()) -> list[dict]:
-        cur = self._run(sql, params)
-        if cur.description is None:
-            return []
-        return [{k: _value(v) for k, v in row.items()} for row in cur.fetchall()]
-
-    def executemany(self, sql: str, seq) -> None:
-        for params in seq:  # psycopg's executemany pipelines; one by one keeps changes() and errors per row simple
-            self._run(sql, params)
-
-    def last_insert_rowid(self) -> int:
-        return int(self.raw.execute("SELECT lastval() AS v").fetchone()["v"])
-
-    def changes(self) -> int:
-        return self._changes
-
-    def total_changes(self) -> int:
-        return self._total
-
-    @property
-    def in_transaction(self) -> bool:
-        from psycopg.pq import TransactionStatus
-
-        return self.raw.info.transaction_status != TransactionStatus.IDLE
-
-
-def _first_line(e: Exception) -> str:
-    return (str(e).strip().splitlines() or [type(e).__name__])[0]
-
-
-class PgDatabase(StoreBase):
+class PgStore(StoreBase):
     """One connection to one nemori store on a PostgreSQL server."""
 
     engine = "postgresql"
+    path: str
+    conn: PgConnection
 
     def __init__(self, url: str, *, create: bool = True, schema: int | None = None, read_only: bool = False):
         import psycopg
@@ -163,7 +86,7 @@ class PgDatabase(StoreBase):
             # docs/SEARCH_LATENCY.md), and a user's share of a table decides the vector plan.
             raw = psycopg.connect(url, autocommit=True, row_factory=dict_row, connect_timeout=10, prepare_threshold=None)
         except psycopg.Error as e:
-            raise StoreError(f"cannot connect to PostgreSQL at {self.path}: {_first_line(e)}") from None
+            raise StoreError(f"cannot connect to PostgreSQL at {self.path}: {first_line(e)}") from None
         self.conn = PgConnection(raw, self.path)
         try:
             if read_only:
@@ -178,7 +101,7 @@ class PgDatabase(StoreBase):
                 self._ensure_hnsw()
         except psycopg.Error as e:
             raw.close()
-            raise StoreError(f"PostgreSQL at {self.path}: {_first_line(e)}") from None
+            raise StoreError(f"PostgreSQL at {self.path}: {first_line(e)}") from None
         except BaseException:
             raw.close()
             raise
@@ -189,7 +112,7 @@ class PgDatabase(StoreBase):
         # store partway made (a read-only open, such as the dry run that
         # `ingest --build auto` runs, once read `meta` before its table existed).
         # An upgrade is likewise all or nothing.
-        from nemori_cli.store.db import now_iso
+        from nemori_cli.store.sqlite import now_iso
 
         newest = max(m[0] for m in MIGRATIONS)
         with self.transaction():
@@ -212,9 +135,9 @@ class PgDatabase(StoreBase):
 
     def _refuse_unusable(self, create: bool) -> None:
         """Refuse another application's tables (never touched), and a store that is not there when it may not be made."""
-        if self.one("SELECT to_regclass('schema_migrations') IS NOT NULL AS x")["x"]:
+        if self.scalar("SELECT to_regclass('schema_migrations') IS NOT NULL AS x"):
             return
-        if self.one("SELECT count(*) AS n FROM pg_tables WHERE schemaname = current_schema()")["n"]:
+        if self.scalar("SELECT count(*) AS n FROM pg_tables WHERE schemaname = current_schema()"):
             raise StoreError(f"{self.path} holds tables of another application (no nemori schema); use another database or schema")
         if not create:
             raise StoreError(f"no nemori store at {self.path} (--db / NEMORI_DB); run `nemori ingest` first")
@@ -227,7 +150,7 @@ class PgDatabase(StoreBase):
             register_vector(self.conn.raw)
 
     def _applied(self) -> set[int]:
-        if not self.one("SELECT to_regclass('schema_migrations') IS NOT NULL AS x")["x"]:
+        if not self.scalar("SELECT to_regclass('schema_migrations') IS NOT NULL AS x"):
             return set()
         return {r["id"] for r in self.query("SELECT id FROM schema_migrations")}
 
@@ -242,14 +165,14 @@ class PgDatabase(StoreBase):
         import psycopg
 
         if self._reading:
-            raise RuntimeError("a write inside Database.snapshot(): take the snapshot after the unit of work, or outside it")
+            raise RuntimeError("a write inside SqliteStore.snapshot(): take the snapshot after the unit of work, or outside it")
         try:
             with self.conn.raw.transaction():
                 if user is not None:
                     self.conn.execute(f"SELECT pg_advisory_xact_lock({_USER_LOCKS}, hashtext(?))", (user,))
                 yield self.conn
         except psycopg.OperationalError as e:
-            raise StoreError(f"PostgreSQL at {self.path}: {_first_line(e)}; this unit of work was rolled back: rerun to resume") from None
+            raise StoreError(f"PostgreSQL at {self.path}: {first_line(e)}; this unit of work was rolled back: rerun to resume") from None
 
     @contextmanager
     def snapshot(self) -> Iterator[None]:
@@ -290,11 +213,12 @@ class PgDatabase(StoreBase):
         Not pg_database_size: a database may hold several stores (a schema
         each, as `nemori bench --db` makes) and always holds the catalogs.
         """
-        row = self.one(
-            "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) AS n FROM pg_class c"
-            " JOIN pg_namespace s ON s.oid = c.relnamespace WHERE s.nspname = current_schema() AND c.relkind IN ('r', 'm')"
+        return int(
+            self.scalar(
+                "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) AS n FROM pg_class c"
+                " JOIN pg_namespace s ON s.oid = c.relnamespace WHERE s.nspname = current_schema() AND c.relkind IN ('r', 'm')"
+            )
         )
-        return int(row["n"])
 
     # -- the embedder's vector tables (meta and the checks: store/base.py) ----
     def bind_embedder(self, identity: str, dimensions: int) -> None:
@@ -381,10 +305,12 @@ class PgDatabase(StoreBase):
         row = self.one("SELECT reltuples AS n FROM pg_class WHERE oid = ?::regclass", (table,))
         estimate = int(row["n"]) if row and row["n"] is not None else -1
         if estimate < 0:
-            estimate = int(self.one(f"SELECT count(*) AS n FROM {table}")["n"])
+            estimate = int(self.scalar(f"SELECT count(*) AS n FROM {table}"))
         return estimate
 
-    def text_search(self, fts: str, user: str, words: list[str], k: int, within=None, max_rows: int | None = None) -> list[tuple[int, float]]:
+    def text_search(
+        self, fts: str, user: str, words: list[str], k: int, within=None, max_rows: int | None = None
+    ) -> list[tuple[int, float]]:
         """Any of ``words`` (stemmed by the 'english' configuration), ranked by ts_rank_cd, best first.
 
         ``max_rows``: rank only the first that many matching rows found (in
@@ -423,7 +349,10 @@ class PgDatabase(StoreBase):
         reached yet is counted.
         """
         if at_most is not None and self._has_lexeme_stats(fts):
-            plans = {w: self.one(f"EXPLAIN (FORMAT JSON) SELECT 1 FROM {fts} WHERE tsv @@ to_tsquery('english', ?)", (_any_of([w]),)) for w in words}
+            plans = {
+                w: self.one(f"EXPLAIN (FORMAT JSON) SELECT 1 FROM {fts} WHERE tsv @@ to_tsquery('english', ?)", (_any_of([w]),))
+                for w in words
+            }
             return {w: int(_plan_rows(plan)) for w, plan in plans.items()}
         out = {}
         for w in words:
@@ -433,22 +362,30 @@ class PgDatabase(StoreBase):
 
     def _has_lexeme_stats(self, fts: str) -> bool:
         """Whether ANALYZE has gathered the tsvector column's most common lexemes (what the planner's estimate rests on)."""
-        return self.one(
-            "SELECT 1 AS x FROM pg_stats WHERE schemaname = current_schema() AND tablename = ? AND attname = 'tsv'"
-            " AND most_common_elems IS NOT NULL",
-            (fts,),
-        ) is not None
+        return (
+            self.one(
+                "SELECT 1 AS x FROM pg_stats WHERE schemaname = current_schema() AND tablename = ? AND attname = 'tsv'"
+                " AND most_common_elems IS NOT NULL",
+                (fts,),
+            )
+            is not None
+        )
 
     def text_contains(self, fts: str, user: str, word: str, within=None) -> bool:
         allowed = f" AND rowid IN ({within.sql})" if within else ""
-        return self.one(
-            f"SELECT 1 AS x FROM {fts} WHERE tsv @@ to_tsquery('english', ?) AND user_id = ?{allowed} LIMIT 1",
-            (_any_of([word]), user, *(within.params if within else ())),
-        ) is not None
+        return (
+            self.one(
+                f"SELECT 1 AS x FROM {fts} WHERE tsv @@ to_tsquery('english', ?) AND user_id = ?{allowed} LIMIT 1",
+                (_any_of([word]), user, *(within.params if within else ())),
+            )
+            is not None
+        )
 
     # -- tables and space -------------------------------------------------------
     def table_names(self) -> list[str]:
-        return [r["name"] for r in self.query("SELECT tablename AS name FROM pg_tables WHERE schemaname = current_schema() ORDER BY tablename")]
+        return [
+            r["name"] for r in self.query("SELECT tablename AS name FROM pg_tables WHERE schemaname = current_schema() ORDER BY tablename")
+        ]
 
     def columns(self, table: str) -> list[str]:
         rows = self.query(

@@ -106,7 +106,7 @@ def _rewrite_calls(sql: str, name: str, rewrite) -> str:
         args = [_rewrite_calls(a, name, rewrite) for a in args]
         new = rewrite(args)
         out.append(sql[pos : m.start()])
-        out.append(new if new is not None else f"{sql[m.start():m.end() - 1]}({','.join(args)})")
+        out.append(new if new is not None else f"{sql[m.start() : m.end() - 1]}({','.join(args)})")
         pos = close + 1
     out.append(sql[pos:])
     return "".join(out)
@@ -121,7 +121,9 @@ def _functions(sql: str) -> str:
     sql = _rewrite_calls(sql, "max", lambda a: f"greatest({','.join(a)})" if len(a) == 2 else None)
     sql = _rewrite_calls(sql, "sum", lambda a: f"sum(({a[0]})::int)" if len(a) == 1 and _has_comparison(a[0]) else None)
     sql = _rewrite_calls(sql, "round", lambda a: f"round(({a[0]})::numeric,{a[1]})" if len(a) == 2 else None)
-    sql = _rewrite_calls(sql, "json_each", lambda a: f"json_array_elements_text(({a[0]})::json) AS json_each(value)" if len(a) == 1 else None)
+    sql = _rewrite_calls(
+        sql, "json_each", lambda a: f"json_array_elements_text(({a[0]})::json) AS json_each(value)" if len(a) == 1 else None
+    )
     return sql
 
 

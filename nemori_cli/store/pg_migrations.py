@@ -11,7 +11,7 @@ both lists. Differences from SQLite, and why:
   the store inserts and deletes index rows with the same statements on
   both engines. The fts5vocab term tables have no counterpart: a word's
   document count comes from the GIN index, or from ANALYZE's lexeme
-  statistics on large tables (PgDatabase.doc_freq);
+  statistics on large tables (PgStore.doc_freq);
 - foreign keys are DEFERRABLE (checked at once, as SQLite's are, unless a
   transaction defers them): import-memory restores a fact before the later
   fact that replaced it, and checks every reference at the end;
@@ -19,7 +19,7 @@ both lists. Differences from SQLite, and why:
   schema 7, so it never held rows of an older schema to backfill.
 
 Vector tables are made when the store is bound to an embedder (their width
-is the embedder's), as on SQLite: PgDatabase.create_vector_tables.
+is the embedder's), as on SQLite: PgStore.create_vector_tables.
 """
 
 from __future__ import annotations

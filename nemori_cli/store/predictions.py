@@ -9,13 +9,14 @@ from __future__ import annotations
 import json
 
 from nemori_cli.domain import PredictionRecord
-from nemori_cli.store.db import Database, now_iso
+from nemori_cli.store.contract import Store
+from nemori_cli.store.sqlite import now_iso
 
 SCHEMA = 7  # the schema version that began keeping the record
 
 
 def record(
-    db: Database,
+    db: Store,
     user: str,
     episode_id: int,
     *,
@@ -42,7 +43,7 @@ def record(
     )
 
 
-def get(db: Database, user: str, episode_id: int) -> PredictionRecord | None:
+def get(db: Store, user: str, episode_id: int) -> PredictionRecord | None:
     row = db.one(
         "SELECT episode_id, method, predicted, evoked, missed, dropped, created_at FROM episode_predictions WHERE user_id = ? AND episode_id = ?",
         (user, episode_id),
@@ -60,7 +61,7 @@ def get(db: Database, user: str, episode_id: int) -> PredictionRecord | None:
     )
 
 
-def delete(db: Database, episode_ids: list[int]) -> int:
+def delete(db: Store, episode_ids: list[int]) -> int:
     """Drop the records of episodes about to be deleted (forget). Caller holds the transaction."""
     before = db.conn.total_changes()
     db.conn.executemany("DELETE FROM episode_predictions WHERE episode_id = ?", [(i,) for i in episode_ids])
@@ -70,7 +71,7 @@ def delete(db: Database, episode_ids: list[int]) -> int:
 FORGOTTEN = "forgotten"  # the method of a record blanked by forget
 
 
-def scrub(db: Database, user: str, texts: list[str], episode_ids: list[int]) -> int:
+def scrub(db: Store, user: str, texts: list[str], episode_ids: list[int]) -> int:
     """Blank the records that could still tell what is being forgotten; returns how many. Caller holds the transaction.
 
     Those of the episodes the forgotten facts (or notes) were distilled from

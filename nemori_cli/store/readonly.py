@@ -11,7 +11,7 @@ creates those two files for a WAL database (and cannot delete them again), so:
   holds committed rows the main file lacks: it is opened read-only with
   normal locking, and the side files are already there.
 
-The class is a Database for reading (query, one, get_meta, check_embedder,
+The class is a SqliteStore for reading (query, one, get_meta, check_embedder,
 schema_version); any write fails inside SQLite, not silently.
 """
 
@@ -23,12 +23,12 @@ from urllib.parse import quote
 import apsw
 
 from nemori_cli.errors import StoreError
-from nemori_cli.store.db import BUSY_TIMEOUT_MS, Database, _dict_rows
 from nemori_cli.store.migrations import MIGRATIONS
+from nemori_cli.store.sqlite import BUSY_TIMEOUT_MS, SqliteStore, _dict_rows
 
 
-class ReadOnlyDatabase(Database):
-    def __init__(self, path: Path):  # noqa: D107 - replaces Database's opening entirely
+class ReadOnlySqliteStore(SqliteStore):
+    def __init__(self, path: Path):  # noqa: D107 - replaces SqliteStore's opening entirely
         self.path = Path(path)
         if not self.path.is_file():
             raise StoreError(f"no database at {self.path} (--db / NEMORI_DB)")

@@ -33,13 +33,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-
 from nemori_cli.config import is_store_url
 from nemori_cli.errors import ImportRefused, InputError, StoreError
 from nemori_cli.store import export
-from nemori_cli.store.db import Database, refuse_read_only, refuse_unusable
 from nemori_cli.store.migrations import MIGRATIONS
-from nemori_cli.store.readonly import ReadOnlyDatabase
+from nemori_cli.store.readonly import ReadOnlySqliteStore
+from nemori_cli.store.sqlite import SqliteStore
+from nemori_cli.store.sqlite_files import refuse_read_only, refuse_unusable
 
 NEWEST = max(m[0] for m in MIGRATIONS)
 
@@ -72,7 +72,7 @@ def restore(source: Path, target: Path | str) -> Restored:
     try:
         counts = _build(scratch, header, reader)
         if header.schema < NEWEST:
-            Database(scratch).close()  # the ordinary upgrade, on the scratch copy
+            SqliteStore(scratch).close()  # the ordinary upgrade, on the scratch copy
         if existing:
             _copy_into(scratch, target, header)
         else:
@@ -106,12 +106,13 @@ def _restore_to_server(source: Path, url: str) -> Restored:
         scratch = Path(folder) / "scratch.db"
         counts = _build(scratch, header, reader)
         if header.schema < NEWEST:
-            Database(scratch).close()
+            SqliteStore(scratch).close()
         _copy_into(scratch, url, header)
     return Restored(header.user, counts, header.schema)
 
 
 # -- the target ---------------------------------------------------------------
+
 
 def _existing(target: Path) -> bool:
     """Whether there is a file to restore into; refuses one that holds memory, before the export is even read. Never writes."""
@@ -124,7 +125,7 @@ def _existing(target: Path) -> bool:
         return True  # an empty file: it becomes the database
     # No migration, no side files (db.refuse_foreign's read-only open would make a WAL file's -wal and -shm):
     # a refused target stays byte for byte as it was. Another application's file is refused here too.
-    peek = ReadOnlyDatabase(target)
+    peek = ReadOnlySqliteStore(target)
     try:
         _refuse_occupied(peek, target)
     finally:
@@ -132,7 +133,7 @@ def _existing(target: Path) -> bool:
     return True
 
 
-def _refuse_occupied(db: Database, target: Path) -> None:
+def _refuse_occupied(db: SqliteStore, target: Path) -> None:
     """Anyone's rows refuse the target: the export's ids would collide with theirs."""
     if db.engine == "sqlite":
         names = {r["name"] for r in db.query("SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE 'CREATE VIRTUAL%'")}
@@ -149,7 +150,7 @@ def _refuse_occupied(db: Database, target: Path) -> None:
         )
 
 
-def _check_meta(db: Database, header: Header, target: Path) -> None:
+def _check_meta(db: SqliteStore, header: Header, target: Path) -> None:
     """An empty database may already be bound to an embedder or a method; the export must agree with it."""
     for key, value in header.meta.items():
         have = db.get_meta(key)
@@ -175,6 +176,7 @@ def _remove(scratch: Path) -> None:
 
 
 # -- reading the export ---------------------------------------------------------
+
 
 class _Reader:
     """The export's lines as (line number, record), every problem one InputError naming the line."""
@@ -212,7 +214,9 @@ class _Reader:
         if "nemori_export" not in h:
             raise self.fail(1, "not a nemori export (the first line is no export header)")
         if h["nemori_export"] != export.FORMAT:
-            raise self.fail(1, f"export format {h['nemori_export']!r}; this nemori reads format {export.FORMAT} (a newer nemori may read it)")
+            raise self.fail(
+                1, f"export format {h['nemori_export']!r}; this nemori reads format {export.FORMAT} (a newer nemori may read it)"
+            )
         schema, user, meta = h.get("schema"), h.get("user"), h.get("meta")
         if not isinstance(schema, int) or isinstance(schema, bool) or schema < 1:
             raise self.fail(1, f"the header's schema is {schema!r}, not a schema number")
@@ -238,7 +242,9 @@ class _Reader:
                 self.end = (number, record)
                 return
             yield number, record
-        raise InputError(f"{self.path}: ends at line {last} without the export's closing line: the file was cut short; nothing was imported")
+        raise InputError(
+            f"{self.path}: ends at line {last} without the export's closing line: the file was cut short; nothing was imported"
+        )
 
 
 def _dimensions(identity: str) -> int | None:
@@ -257,10 +263,11 @@ def _decode(value):
 
 # -- writing ----------------------------------------------------------------------
 
+
 class _Inserter:
     """Inserts export records into one database, checking each against its schema."""
 
-    def __init__(self, db: Database, user: str):
+    def __init__(self, db: SqliteStore, user: str):
         self.db, self.user = db, user
         self.tables = {t.name: t for t in export.tables(db)}
         self.lines: dict[tuple[str, int], int] = {}  # (table, rowid) -> line, to name the line a dangling reference came from
@@ -271,7 +278,7 @@ class _Inserter:
         """One record, read at ``line``; ``fail(why)`` makes the error that names it."""
         name, row = record.get("table"), record.get("row")
         if not isinstance(name, str) or not isinstance(row, dict):
-            raise fail("not a row of an export (it needs \"table\" and \"row\")")
+            raise fail('not a row of an export (it needs "table" and "row")')
         table = self.tables.get(name)
         if table is None:
             raise fail(f"no table {name!r} to restore rows into (not in this schema, or derived from other tables)")
@@ -312,11 +319,13 @@ class _Inserter:
                 return None, f"a restored row refers to a row that is not in the export ({str(e).splitlines()[0]})"
             return None
         for r in self.db.query("PRAGMA foreign_key_check"):
-            return self.lines.get((r["table"], r["rowid"])), f"this {r['table']} row refers to a row of {r['parent']} that is not in the export"
+            return self.lines.get(
+                (r["table"], r["rowid"])
+            ), f"this {r['table']} row refers to a row of {r['parent']} that is not in the export"
         return None
 
 
-def _prepare(db: Database, header: Header, target: Path) -> None:
+def _prepare(db: SqliteStore, header: Header, target: Path) -> None:
     """The file-wide settings the export carries: its embedder (which makes the vector tables) and the method it was built with."""
     _check_meta(db, header, target)
     embedder = header.meta.get("embedder")
@@ -331,7 +340,7 @@ def _prepare(db: Database, header: Header, target: Path) -> None:
 
 def _build(scratch: Path, header: Header, reader: _Reader) -> dict[str, int]:
     """Every line into a new file at the export's schema, in one transaction; returns rows per table."""
-    db = Database(scratch, schema=header.schema)
+    db = SqliteStore(scratch, schema=header.schema)
     try:
         with db.transaction():
             _prepare(db, header, scratch)
@@ -356,14 +365,17 @@ def _check_counts(reader: _Reader, counts: dict[str, int]) -> None:
         raise reader.fail(number, "the closing line has no row counts")
     for name in sorted(set(said) | {k for k, v in counts.items() if v}):
         if said.get(name, 0) != counts.get(name, 0):
-            raise reader.fail(number, f"the closing line counts {said.get(name, 0)} rows of {name}, the file holds {counts.get(name, 0)}: lines are missing or were added")
+            raise reader.fail(
+                number,
+                f"the closing line counts {said.get(name, 0)} rows of {name}, the file holds {counts.get(name, 0)}: lines are missing or were added",
+            )
 
 
 def _copy_into(scratch: Path, target: Path | str, header: Header) -> None:
     """The restored rows into an existing empty database, in one transaction (checked empty again under the write lock)."""
     from nemori_cli.store.engines import open_store
 
-    src, dst = Database(scratch), open_store(target)
+    src, dst = SqliteStore(scratch), open_store(target)
     target = dst.path
     try:
         with dst.transaction():

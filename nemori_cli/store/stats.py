@@ -5,15 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from nemori_cli.store import episodes, facts, messages, notes
-from nemori_cli.store.db import Database
+from nemori_cli.store.contract import Store
 
 
-def _n(db: Database, sql: str, user: str) -> int:
+def _n(db: Store, sql: str, user: str) -> int:
     row = db.one(sql, (user,))
     return int(row["n"]) if row else 0
 
 
-def counts(db: Database, user: str, *, pending: Callable[[Database, str], int] = messages.count_pending) -> dict[str, int]:
+def counts(db: Store, user: str, *, pending: Callable[[Store, str], int] = messages.count_pending) -> dict[str, int]:
     """How many of each kind the user has, in the order shown.
 
     ``pending`` counts the work still waiting; it depends on how the memory is
@@ -24,7 +24,7 @@ def counts(db: Database, user: str, *, pending: Callable[[Database, str], int] =
         return _counts(db, user, pending)
 
 
-def _counts(db: Database, user: str, pending: Callable[[Database, str], int]) -> dict[str, int]:
+def _counts(db: Store, user: str, pending: Callable[[Store, str], int]) -> dict[str, int]:
     return {
         "messages": _n(db, "SELECT count(*) AS n FROM messages WHERE user_id = ?", user),
         "pending": pending(db, user),
@@ -34,5 +34,7 @@ def _counts(db: Database, user: str, pending: Callable[[Database, str], int]) ->
         "superseded_facts": _n(db, "SELECT count(*) AS n FROM facts WHERE user_id = ? AND status = 'superseded'", user),
         "notes": notes.count(db, user),
         "note_links": _n(db, "SELECT count(*) / 2 AS n FROM note_links WHERE note_id IN (SELECT id FROM notes WHERE user_id = ?)", user),
-        "evolved_notes": _n(db, "SELECT count(DISTINCT note_id) AS n FROM note_evolutions WHERE note_id IN (SELECT id FROM notes WHERE user_id = ?)", user),
+        "evolved_notes": _n(
+            db, "SELECT count(DISTINCT note_id) AS n FROM note_evolutions WHERE note_id IN (SELECT id FROM notes WHERE user_id = ?)", user
+        ),
     }

@@ -5,15 +5,16 @@ from __future__ import annotations
 from datetime import datetime
 
 from nemori_cli.store import asof
-from nemori_cli.store.db import Database, now_iso
+from nemori_cli.store.contract import Store
+from nemori_cli.store.sqlite import now_iso
 
 
-def history(db: Database, user: str) -> list[dict]:
+def history(db: Store, user: str) -> list[dict]:
     """Every version of the user's running summary, oldest first: id, text, episode_id, created_at."""
     return db.query("SELECT id, text, episode_id, created_at FROM summaries WHERE user_id = ? ORDER BY id", (user,))
 
 
-def latest(db: Database, user: str, *, as_of: datetime | None = None) -> tuple[int, str] | None:
+def latest(db: Store, user: str, *, as_of: datetime | None = None) -> tuple[int, str] | None:
     """(version id, text) of the newest summary, or None before the first episode.
 
     With ``as_of``: the newest whose last folded-in episode had ended by then
@@ -30,6 +31,6 @@ def latest(db: Database, user: str, *, as_of: datetime | None = None) -> tuple[i
     return (int(row["id"]), row["text"]) if row else None
 
 
-def add(db: Database, user: str, text: str, episode_id: int) -> None:
+def add(db: Store, user: str, text: str, episode_id: int) -> None:
     """A new version, made when ``episode_id`` was folded in (caller holds the transaction)."""
     db.conn.execute("INSERT INTO summaries(user_id, text, episode_id, created_at) VALUES (?, ?, ?, ?)", (user, text, episode_id, now_iso()))

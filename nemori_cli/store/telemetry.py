@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from nemori_cli import stages
 from nemori_cli.domain import CallRecord, EventRecord
-from nemori_cli.store.db import Database, now_iso
+from nemori_cli.store.contract import Store
+from nemori_cli.store.sqlite import now_iso
 
 
-def write(db: Database, user: str, calls: list[CallRecord], events: list[EventRecord]) -> None:
+def write(db: Store, user: str, calls: list[CallRecord], events: list[EventRecord]) -> None:
     stamp = now_iso()
     db.conn.executemany(
         "INSERT INTO llm_calls(user_id, stage, model, prompt_tokens, completion_tokens, ms, attempts, outcome, created_at)"
@@ -20,13 +21,13 @@ def write(db: Database, user: str, calls: list[CallRecord], events: list[EventRe
     )
 
 
-def stage_stats(db: Database, user: str) -> list[dict]:
+def stage_stats(db: Store, user: str) -> list[dict]:
     """Per stage: calls, attempts, tokens, seconds, failed calls, repairs, fallbacks."""
     with db.snapshot():  # the calls and the events of the same units of work
         return _stage_stats(db, user)
 
 
-def _stage_stats(db: Database, user: str) -> list[dict]:
+def _stage_stats(db: Store, user: str) -> list[dict]:
     calls = db.query(
         "SELECT stage, count(*) AS calls, sum(attempts) AS attempts, sum(prompt_tokens) AS prompt_tokens,"
         " sum(completion_tokens) AS completion_tokens, round(sum(ms) / 1000.0, 2) AS seconds,"
@@ -50,14 +51,14 @@ def _stage_stats(db: Database, user: str) -> list[dict]:
     return sorted(by_stage.values(), key=lambda r: stages.rank(r["stage"]))
 
 
-def recent_events(db: Database, user: str, limit: int = 20) -> list[dict]:
+def recent_events(db: Store, user: str, limit: int = 20) -> list[dict]:
     return db.query(
         "SELECT stage, kind, detail, created_at FROM stage_events WHERE user_id = ? ORDER BY id DESC LIMIT ?",
         (user, limit),
     )
 
 
-def ingest_usage(db: Database, user: str, stage_names: tuple[str, ...], model_id: str | None = None) -> dict:
+def ingest_usage(db: Store, user: str, stage_names: tuple[str, ...], model_id: str | None = None) -> dict:
     """Calls, prompt and completion tokens and ms of this user's calls in these stages; of one model when given.
 
     Sums are 0 when nothing matched.
@@ -66,11 +67,13 @@ def ingest_usage(db: Database, user: str, stage_names: tuple[str, ...], model_id
     params: tuple = (user, *stage_names)
     if model_id is not None:
         where, params = f"{where} AND model = ?", (*params, model_id)
-    row = db.one(
-        "SELECT count(*) AS calls, sum(prompt_tokens) AS p, sum(completion_tokens) AS c, sum(ms) AS ms"
-        f" FROM llm_calls WHERE {where}",
-        params,
-    ) or {}
+    row = (
+        db.one(
+            f"SELECT count(*) AS calls, sum(prompt_tokens) AS p, sum(completion_tokens) AS c, sum(ms) AS ms FROM llm_calls WHERE {where}",
+            params,
+        )
+        or {}
+    )
     return {
         "calls": int(row.get("calls") or 0),
         "prompt_tokens": int(row.get("p") or 0),

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from nemori_cli.store import notes as note_sql
-from nemori_cli.store.db import Database
+from nemori_cli.store.sqlite import SqliteStore
 from tests.integration.conftest import REPO, run_json, run_nemori
 
 pytestmark = pytest.mark.integration
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.integration
 DATA = REPO / "tests" / "data"
 
 
-def _links_are_sound(store: Database) -> None:
+def _links_are_sound(store: SqliteStore) -> None:
     notes = {r["id"] for r in store.query("SELECT id FROM notes")}
     pairs = {(r["note_id"], r["linked_id"]) for r in store.query("SELECT note_id, linked_id FROM note_links")}
     assert all(a in notes and b in notes for a, b in pairs), "a link names a note that does not exist"
@@ -39,7 +39,7 @@ def test_amem_ingest_inspect_ask_and_forget(tmp_path):
     listed = run_json("inspect", "notes", "--db", db, "--user", "lea")["notes"]
     assert len(listed) == 8 and all(n["message_id"] for n in listed)
     assert all(n["context"] and n["origin"] in ("model", "fallback") for n in listed)
-    store = Database(tmp_path / "amem.db", create=False)
+    store = SqliteStore(tmp_path / "amem.db", create=False)
     _links_are_sound(store)
     stats = run_json("stats", "--db", db, "--user", "lea")
     assert stats["counts"]["notes"] == 8 and stats["counts"]["pending"] == 0 and "--memory amem" in stats["profile"]
@@ -54,7 +54,7 @@ def test_amem_ingest_inspect_ask_and_forget(tmp_path):
     assert [n["id"] for n in shown["linked"]] == target["links"]
     forgotten = run_json("forget", "note", str(target["id"]), "--db", db, "--user", "lea")
     assert forgotten["counts"]["notes"] == 1 and forgotten["counts"]["messages"] == 1
-    store = Database(tmp_path / "amem.db", create=False)
+    store = SqliteStore(tmp_path / "amem.db", create=False)
     _links_are_sound(store)
     assert store.query("SELECT 1 FROM note_links WHERE note_id = ? OR linked_id = ?", (target["id"], target["id"])) == []
     assert store.query("SELECT 1 FROM note_evolutions WHERE note_id = ? OR made_by = ?", (target["id"], target["id"])) == []
@@ -68,7 +68,7 @@ def test_amem_ingest_inspect_ask_and_forget(tmp_path):
 def test_evolved_notes_are_indexed_as_they_read_now(tmp_path):
     db = tmp_path / "ev.db"
     run_json("ingest", str(REPO / "examples" / "chat.jsonl"), "--db", str(db), "--memory", "amem")
-    store = Database(db, create=False)
+    store = SqliteStore(db, create=False)
     from nemori_cli import deps
     from nemori_cli.cli import options
 
@@ -78,7 +78,10 @@ def test_evolved_notes_are_indexed_as_they_read_now(tmp_path):
     _links_are_sound(store)
     for note in notes:  # evolved or not, the vector says what the row says
         expected = embedder.embed_documents([note_sql.embedding_text(note.content, note.keywords, note.tags, note.context)])[0]
-        row = store.one("SELECT vec_distance_cosine(embedding, ?) AS d FROM note_vec WHERE rowid = ?", (np.asarray(expected, np.float32).tobytes(), note.id))
+        row = store.one(
+            "SELECT vec_distance_cosine(embedding, ?) AS d FROM note_vec WHERE rowid = ?",
+            (np.asarray(expected, np.float32).tobytes(), note.id),
+        )
         assert row["d"] < 1e-4, (note.id, row["d"])
     history = store.query("SELECT note_id, made_by, field, after FROM note_evolutions")
     for change in history:
@@ -91,7 +94,7 @@ def test_evolved_notes_are_indexed_as_they_read_now(tmp_path):
 def test_nemori_plus_amem_turns_distilled_facts_into_notes(tmp_path):
     db = tmp_path / "na.db"
     report = run_json("ingest", str(DATA / "paris_berlin.jsonl"), "--db", str(db), "--memory", "nemori+amem")
-    store = Database(db, create=False)
+    store = SqliteStore(db, create=False)
     notes = note_sql.list_all(store, "default")
     assert report["notes"] == len(notes) == report["facts"]
     assert store.one("SELECT count(*) AS n FROM facts")["n"] == 0

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from nemori_cli.store.db import Database
+from nemori_cli.store.sqlite import SqliteStore
 from tests.integration.conftest import EXAMPLE, run_nemori
 
 pytestmark = pytest.mark.integration
@@ -15,9 +15,11 @@ pytestmark = pytest.mark.integration
 
 def snapshot(path) -> str:
     """A digest of every row of every real table (vector shadow tables included)."""
-    db = Database(path, create=False)
+    db = SqliteStore(path, create=False)
     digest = hashlib.sha256()
-    tables = [r["name"] for r in db.query("SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE 'CREATE VIRTUAL%' ORDER BY name")]
+    tables = [
+        r["name"] for r in db.query("SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE 'CREATE VIRTUAL%' ORDER BY name")
+    ]
     for table in tables:
         rows = sorted(repr(sorted(row.items())) for row in db.query(f'SELECT * FROM "{table}"'))
         digest.update(f"{table}:{len(rows)}:".encode())

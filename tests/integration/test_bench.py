@@ -29,13 +29,29 @@ def _needs(path):
 def test_locomo_bench_reports_every_system_and_a_rerun_resumes(tmp_path):
     _needs(LOCOMO)
     out = tmp_path / "out"
-    args = ("bench", "locomo", str(LOCOMO), "--sample", "conv-26", "--sessions", "1", "--questions", "2",
-            "--systems", "nemori,full-context,rag-256", "--judge-model", "tiny", "--out", str(out), "--json")
+    args = (
+        "bench",
+        "locomo",
+        str(LOCOMO),
+        "--sample",
+        "conv-26",
+        "--sessions",
+        "1",
+        "--questions",
+        "2",
+        "--systems",
+        "nemori,full-context,rag-256",
+        "--judge-model",
+        "tiny",
+        "--out",
+        str(out),
+        "--json",
+    )
     first = run_nemori(*args)
     assert first.returncode == 0, first.stderr.decode()
     report = json.loads(first.stdout)
     assert list(report["systems"]) == ["nemori", "full-context", "rag-256"]
-    for name, system in report["systems"].items():
+    for system in report["systems"].values():
         overall = system["overall"]
         assert overall["questions"] == 2 and overall["judged"] <= 2
         for key in ("set_f1", "official_f1", "bleu1"):
@@ -81,8 +97,9 @@ def _tiny_gguf():
 def test_longmemeval_bench_gives_each_question_its_own_memory(tmp_path):
     _needs(LONGMEMEVAL)
     out = tmp_path / "lme"
-    proc = run_nemori("bench", "longmemeval", str(LONGMEMEVAL), "--questions", "2", "--systems", "full-context,rag-256",
-                      "--out", str(out), "--json")
+    proc = run_nemori(
+        "bench", "longmemeval", str(LONGMEMEVAL), "--questions", "2", "--systems", "full-context,rag-256", "--out", str(out), "--json"
+    )
     assert proc.returncode == 0, proc.stderr.decode()
     report = json.loads(proc.stdout)
     full = report["systems"]["full-context"]
@@ -113,8 +130,26 @@ def test_bench_refuses_bad_flags_with_one_line(tmp_path):
 def test_ctrl_c_mid_bench_keeps_finished_work_and_the_rerun_completes_it(tmp_path):
     _needs(LOCOMO)
     out = tmp_path / "out"
-    args = [sys.executable, "-m", "nemori_cli", "bench", "locomo", str(LOCOMO), "--sample", "conv-26", "--sessions", "1",
-            "--questions", "4", "--systems", "full-context,rag-256", "--out", str(out), "--model", "tiny"]
+    args = [
+        sys.executable,
+        "-m",
+        "nemori_cli",
+        "bench",
+        "locomo",
+        str(LOCOMO),
+        "--sample",
+        "conv-26",
+        "--sessions",
+        "1",
+        "--questions",
+        "4",
+        "--systems",
+        "full-context,rag-256",
+        "--out",
+        str(out),
+        "--model",
+        "tiny",
+    ]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env={**os.environ, "NEMORI_MODEL": "tiny"})
     results = out / "results.jsonl"
     deadline = time.time() + 600

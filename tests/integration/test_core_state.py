@@ -32,10 +32,10 @@ def _core_messages(text: str):
 
 def test_a_saved_state_answers_exactly_as_reading_the_prefix_again(backend, tmp_path):
     from nemori_cli.llm.base import StructuredLLM
-    from nemori_cli.retrieval.core import Core
-    from nemori_cli.retrieval.core_cache import CoreCache
     from nemori_cli.prompts import answer as answer_prompt
     from nemori_cli.prompts import core as core_prompt
+    from nemori_cli.retrieval.core import Core
+    from nemori_cli.retrieval.core_cache import CoreCache
     from nemori_cli.stages import ANSWER
 
     text = "The whole conversation, oldest first:\n4 March 2024:\n" + "".join(
@@ -77,10 +77,10 @@ def test_a_saved_state_answers_exactly_as_reading_the_prefix_again(backend, tmp_
 
 def test_a_grown_core_extends_the_saved_state_of_the_old_one_and_answers_as_if_read_whole(backend, tmp_path):
     from nemori_cli.llm.base import StructuredLLM
-    from nemori_cli.retrieval.core import Core
-    from nemori_cli.retrieval.core_cache import CoreCache
     from nemori_cli.prompts import answer as answer_prompt
     from nemori_cli.prompts import core as core_prompt
+    from nemori_cli.retrieval.core import Core
+    from nemori_cli.retrieval.core_cache import CoreCache
     from nemori_cli.stages import ANSWER
 
     def fresh_process():
@@ -122,8 +122,8 @@ def test_a_grown_core_extends_the_saved_state_of_the_old_one_and_answers_as_if_r
 
 
 def test_a_state_of_other_settings_or_bytes_is_rebuilt_never_used(backend, tmp_path):
-    from nemori_cli.llm.base import StructuredLLM
     from nemori_cli.llm import state_files
+    from nemori_cli.llm.base import StructuredLLM
     from nemori_cli.retrieval.core import Core
     from nemori_cli.retrieval.core_cache import CoreCache
 
@@ -143,7 +143,7 @@ def test_a_state_of_other_settings_or_bytes_is_rebuilt_never_used(backend, tmp_p
 
     # The right header over bytes llama.cpp cannot use: refused, built again.
     header_end = raw.index(b"\n", len(state_files.MAGIC)) + 1
-    tokens = json.loads(raw[len(state_files.MAGIC):header_end])["tokens"]
+    tokens = json.loads(raw[len(state_files.MAGIC) : header_end])["tokens"]
     body_start = header_end + 4 * tokens
     path.write_bytes(raw[:body_start] + b"\x00" * (len(raw) - body_start))
     backend.states.snapshots.clear()
@@ -170,7 +170,10 @@ def test_ingest_saves_the_core_and_a_fresh_ask_loads_it(tmp_path, cache_dir):
 
     # The memory changes: the next ask builds a new state, never the old one.
     more = tmp_path / "more.jsonl"
-    more.write_text(json.dumps({"id": "x1", "speaker": "Priya", "content": "Maya and I went climbing again today.", "timestamp": "2024-05-01T10:00:00"}) + "\n")
+    more.write_text(
+        json.dumps({"id": "x1", "speaker": "Priya", "content": "Maya and I went climbing again today.", "timestamp": "2024-05-01T10:00:00"})
+        + "\n"
+    )
     proc = run_nemori("ingest", str(more), "--db", str(db), "--json", env=env)
     assert proc.returncode == 0, proc.stderr.decode()
     grown = json.loads(proc.stdout)["core"]

@@ -37,7 +37,9 @@ def test_same_tokens_as_the_full_grammar_and_always_valid(tiny):
     from llama_cpp import LlamaGrammar, LogitsProcessorList
 
     gbnf = tiny._grammar(SCHEMA)
-    full = tiny.llama.create_chat_completion(messages=PROMPT, grammar=LlamaGrammar.from_string(gbnf, verbose=False), max_tokens=60, temperature=0.0)
+    full = tiny.llama.create_chat_completion(
+        messages=PROMPT, grammar=LlamaGrammar.from_string(gbnf, verbose=False), max_tokens=60, temperature=0.0
+    )
     fast = tiny.llama.create_chat_completion(
         messages=PROMPT, logits_processor=LogitsProcessorList([ShortlistGrammar(tiny.llama, gbnf)]), max_tokens=60, temperature=0.0
     )

@@ -18,7 +18,11 @@ def test_kills_and_concurrent_writers_lose_and_double_nothing(tmp_path, cache_di
     out = tmp_path / "faults.json"
     proc = subprocess.run(
         [sys.executable, "scripts/fault_campaign.py", "--quick", "--seed", "7", "--out", str(out)],
-        cwd=REPO, capture_output=True, text=True, timeout=1500, env={**os.environ, "NEMORI_CACHE_DIR": str(cache_dir)},
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=1500,
+        env={**os.environ, "NEMORI_CACHE_DIR": str(cache_dir)},
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     record = json.loads(out.read_text())

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from nemori_cli.store.db import Database
+from nemori_cli.store.sqlite import SqliteStore
 from tests.conftest import locomo_file
 from tests.integration.conftest import REPO, run_json
 
@@ -21,7 +21,7 @@ def _episodes(path) -> int:
     if not path.exists():
         return 0
     try:
-        db = Database(path, create=False)
+        db = SqliteStore(path, create=False)
         try:
             row = db.one("SELECT count(*) AS n FROM episodes")
             return int(row["n"])
@@ -35,9 +35,26 @@ def test_sigint_mid_ingest_then_flush_completes(tmp_path):
     db = tmp_path / "int.db"
     source = locomo_file()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "nemori_cli", "ingest", str(source), "--format", "locomo", "--sample", "conv-26",
-         "--sessions", "1-3", "--window", "8", "--db", str(db)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO,
+        [
+            sys.executable,
+            "-m",
+            "nemori_cli",
+            "ingest",
+            str(source),
+            "--format",
+            "locomo",
+            "--sample",
+            "conv-26",
+            "--sessions",
+            "1-3",
+            "--window",
+            "8",
+            "--db",
+            str(db),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
         env={**os.environ, "NEMORI_MODEL": "tiny"},
     )
     deadline = time.time() + 600

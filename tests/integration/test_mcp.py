@@ -16,7 +16,12 @@ MESSAGES = [
     {"speaker": "Priya", "content": "I live in Lisbon, near the river.", "timestamp": "2024-03-02T10:00:00", "id": "m1"},
     {"speaker": "Sam", "content": "Lisbon suits you. Still climbing on Thursdays?", "timestamp": "2024-03-02T10:01:00", "id": "m2"},
     {"speaker": "Priya", "content": "Yes, at the gym by the station, with Maya.", "timestamp": "2024-03-02T10:02:00", "id": "m3"},
-    {"speaker": "Priya", "content": "Big news: I moved to Berlin last week for the new job.", "timestamp": "2024-06-10T18:00:00", "id": "m4"},
+    {
+        "speaker": "Priya",
+        "content": "Big news: I moved to Berlin last week for the new job.",
+        "timestamp": "2024-06-10T18:00:00",
+        "id": "m4",
+    },
     {"speaker": "Sam", "content": "Berlin! How is the flat?", "timestamp": "2024-06-10T18:02:00", "id": "m5"},
 ]
 
@@ -27,7 +32,9 @@ def _server(db: Path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("NEMORI_")}
     env["NEMORI_CACHE_DIR"] = os.environ.get("NEMORI_CACHE_DIR", "")  # the suite's model cache, if it set one
     env = {k: v for k, v in env.items() if v}
-    return StdioServerParameters(command=sys.executable, args=["-m", "nemori_cli", "mcp", "--db", str(db), "--user", "priya", "--model", "tiny"], env=env)
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "nemori_cli", "mcp", "--db", str(db), "--user", "priya", "--model", "tiny"], env=env
+    )
 
 
 async def _session(db: Path, body):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from nemori_cli.store.db import Database
+from nemori_cli.store.sqlite import SqliteStore
 from tests.integration.conftest import REPO, run_json, run_nemori
 
 pytestmark = pytest.mark.integration
@@ -45,7 +45,7 @@ def test_a_move_supersedes_the_old_home_and_ask_uses_the_new_one(tmp_path):
 def test_integration_decisions_are_logged_and_a_merge_keeps_provenance(tmp_path):
     db = tmp_path / "hike.db"
     run_json("ingest", str(DATA / "continuation.jsonl"), "--db", str(db), "--no-facts")
-    store = Database(db, create=False)
+    store = SqliteStore(db, create=False)
     decisions = store.query("SELECT detail FROM stage_events WHERE stage = 'integration' AND kind IN ('decision', 'fallback')")
     assert decisions, "the second part was similar and recent: the model must have been asked"
     merged = store.query("SELECT id, superseded_by FROM episodes WHERE status = 'superseded'")

@@ -52,8 +52,25 @@ def test_bench_builds_and_answers_from_memories_on_postgresql(tmp_path):
         pytest.skip(f"development data not found at {locomo}")
     url = new_database()
     out = tmp_path / "out"
-    args = ("bench", "locomo", str(locomo), "--sample", "conv-26", "--sessions", "1", "--questions", "1",
-            "--systems", "nemori,rag-256", "--model", "tiny", "--out", str(out), "--db", url)
+    args = (
+        "bench",
+        "locomo",
+        str(locomo),
+        "--sample",
+        "conv-26",
+        "--sessions",
+        "1",
+        "--questions",
+        "1",
+        "--systems",
+        "nemori,rag-256",
+        "--model",
+        "tiny",
+        "--out",
+        str(out),
+        "--db",
+        url,
+    )
     report = run_json(*args)
     assert report["config"]["store"]["engine"] == "postgresql"
     for system in ("nemori", "rag-256"):

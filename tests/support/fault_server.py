@@ -118,7 +118,7 @@ class FaultServer:
         self._thread.start()
 
     # -- scripting -------------------------------------------------------
-    def then(self, *faults: str) -> "FaultServer":
+    def then(self, *faults: str) -> FaultServer:
         """Queue more faults for the next chat requests."""
         with self._lock:
             self.script.extend(faults)
@@ -143,7 +143,7 @@ class FaultServer:
         self.httpd.shutdown()
         self.httpd.server_close()
 
-    def __enter__(self) -> "FaultServer":
+    def __enter__(self) -> FaultServer:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -178,7 +178,9 @@ class FaultServer:
             def log_message(self, *args):
                 pass
 
-            def _send(self, code: int, data: bytes, content_type: str = "application/json", headers: dict | None = None, length: int | None = None):
+            def _send(
+                self, code: int, data: bytes, content_type: str = "application/json", headers: dict | None = None, length: int | None = None
+            ):
                 self.send_response(code)
                 self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(data) if length is None else length))
@@ -248,7 +250,9 @@ class FaultServer:
                 if fault == "http401":
                     return self._error(401, "Incorrect API key provided", "invalid_request_error")
                 if fault == "overflow":
-                    return self._error(400, "the request exceeds the available context size, try increasing it", "exceed_context_size_error")
+                    return self._error(
+                        400, "the request exceeds the available context size, try increasing it", "exceed_context_size_error"
+                    )
                 if fault in ("http500", "http502"):
                     return self._error(int(fault[4:]), "internal server error", "server_error")
                 if fault in ("http429", "http503"):

@@ -30,7 +30,12 @@ def batch(number: int):
 
     start = datetime(2023, 5, 1, 9) + timedelta(days=number)
     return [
-        IncomingMessage("Ann", f"batch{number} " + " ".join(f"w{number}x{i}x{j}" for j in range(WORDS)), start + timedelta(minutes=i), source_id=f"b{number}-{i}")
+        IncomingMessage(
+            "Ann",
+            f"batch{number} " + " ".join(f"w{number}x{i}x{j}" for j in range(WORDS)),
+            start + timedelta(minutes=i),
+            source_id=f"b{number}-{i}",
+        )
         for i in range(BATCH)
     ]
 
@@ -71,9 +76,9 @@ def store(path: str) -> None:
     from nemori_cli.llm.base import StructuredLLM
     from nemori_cli.llm.fake import FakeBackend
     from nemori_cli.pipeline.runner import Pipeline
-    from nemori_cli.store.db import Database
+    from nemori_cli.store.sqlite import SqliteStore
 
-    db = Database(path)
+    db = SqliteStore(path)
     pipe = Pipeline(db, "alice", StructuredLLM(FakeBackend()), FakeEmbedder(DIMENSIONS))
     number = 0
     while True:

@@ -29,6 +29,7 @@ write lock while the model answered. A request whose prompt holds
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import threading
@@ -115,10 +116,9 @@ class SlowServer:
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                try:
+                # The client went away (a run stopped with Ctrl-C): nothing to answer.
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                     self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client went away (a run stopped with Ctrl-C): nothing to answer
 
             def do_GET(self):
                 self._send(200, {"object": "list", "data": [{"id": "slow-model", "object": "model"}]})

@@ -29,7 +29,11 @@ class World:
     """backend.default for a FakeBackend: answers by schema title; `answers[title]` overrides."""
 
     def __init__(self, backend, **answers):
-        self.answers = {"Partition": {"boundaries": []}, "Continuation": {"same_event": False}, "Prediction": {"prediction": "Ann and Bob talked."}}
+        self.answers = {
+            "Partition": {"boundaries": []},
+            "Continuation": {"same_event": False},
+            "Prediction": {"prediction": "Ann and Bob talked."},
+        }
         self.answers.update(answers)
         self.facts: list[list[str]] = []
         self.passes_continuation_check = True

@@ -20,7 +20,7 @@ from nemori_cli.store import facts as fact_sql
 from nemori_cli.store import messages as message_sql
 from nemori_cli.store import notes as note_sql
 from nemori_cli.store import stats, summaries, telemetry
-from nemori_cli.store.db import Database
+from nemori_cli.store.sqlite import SqliteStore
 from tests.unit.fakeworld import is_self_check
 
 # Made-up words that FTS5's porter stemmer keeps as they are, with first two
@@ -49,7 +49,7 @@ HALF_MADE = {
 }
 
 
-def half_made(db: Database) -> list[str]:
+def half_made(db: SqliteStore) -> list[str]:
     """What of HALF_MADE the file holds now (an empty list when every unit of work in it is whole)."""
     return [what for what, sql in HALF_MADE.items() if db.one(sql)["n"]]
 
@@ -120,7 +120,7 @@ def echo(messages, schema) -> dict:
     raise AssertionError(f"unscripted {title}")
 
 
-def view(db: Database, user: str, mode) -> dict:
+def view(db: SqliteStore, user: str, mode) -> dict:
     """Everything the store gives back for one user: inspect's lists (merged and superseded rows too), stats, events."""
     episodes = episode_sql.list_all(db, user, with_messages=True, include_superseded=True)
     return {
@@ -146,11 +146,23 @@ def consistent(v: dict, user: str) -> list[str]:
     message_ids = {m.id for m in v["messages"]}
     problems += [f"episode E{e.id} of {e.user}" for e in v["episodes"] if e.user != user]
     problems += [f"message {m.id} of {m.user}" for m in v["messages"] if m.user != user]
-    problems += [f"message {m.id} in foreign episode E{m.episode_id}" for m in v["messages"] if m.episode_id is not None and m.episode_id not in episode_ids]
+    problems += [
+        f"message {m.id} in foreign episode E{m.episode_id}"
+        for m in v["messages"]
+        if m.episode_id is not None and m.episode_id not in episode_ids
+    ]
     problems += [f"fact F{f.id} sourced by foreign E{s}" for f in v["facts"] for s in f.source_episode_ids if s not in episode_ids]
     problems += [f"note N{n.id} linked to foreign N{i}" for n in v["notes"] for i in n.links if i not in note_ids]
-    problems += [f"note N{n.id} of foreign message {n.message_id}" for n in v["notes"] if n.message_id is not None and n.message_id not in message_ids]
-    problems += [f"note N{n.id} of foreign episode E{n.episode_id}" for n in v["notes"] if n.episode_id is not None and n.episode_id not in episode_ids]
+    problems += [
+        f"note N{n.id} of foreign message {n.message_id}"
+        for n in v["notes"]
+        if n.message_id is not None and n.message_id not in message_ids
+    ]
+    problems += [
+        f"note N{n.id} of foreign episode E{n.episode_id}"
+        for n in v["notes"]
+        if n.episode_id is not None and n.episode_id not in episode_ids
+    ]
     problems += [
         f"note N{note_id} changed by foreign N{c.made_by}"
         for note_id, (changes, caused) in v["history"].items()

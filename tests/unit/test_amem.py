@@ -2,25 +2,23 @@
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timedelta
 
-import numpy as np
+import pydantic
 import pytest
 
 from nemori_cli.domain import IncomingMessage
-from nemori_cli.memory.amem import Amem, AmemSettings, NoteSource
+from nemori_cli.errors import ConfigError, StoreError
 from nemori_cli.memory import modes
+from nemori_cli.memory.amem import Amem, AmemSettings, NoteSource
 from nemori_cli.memory.profile import Profile, resolve
 from nemori_cli.pipeline.runner import Pipeline
-from tests.conftest import foreign_key_violations
 from nemori_cli.prompts import amem as prompt
 from nemori_cli.retrieval.search import SearchOptions, search
-from nemori_cli.store import forget
+from nemori_cli.store import forget, telemetry
 from nemori_cli.store import notes as note_sql
-from nemori_cli.store import telemetry
-from nemori_cli.store.db import Database
-from nemori_cli.errors import ConfigError, StoreError
+from nemori_cli.store.sqlite import SqliteStore
+from tests.conftest import foreign_key_violations
 
 DAY = datetime(2023, 5, 8, 10, 0)
 
@@ -69,14 +67,14 @@ def add_notes(db, llm, embedder, texts, settings=AmemSettings()):
 
 def test_links_hold_the_chosen_note_ids_both_ways_and_survive_a_restart(tmp_path, llm, backend, embedder):
     path = tmp_path / "m.db"
-    db = Database(path)
+    db = SqliteStore(path)
     db.bind_embedder("fake-bow:64", 64)
     # Link to the *last* offered neighbour: a position-based store would pick another.
     Script(backend, decide=lambda ids: {"links": [ids[-1]], "updates": []})
     first = add_notes(db, llm, embedder, ["Ann sails to Malta in June", "Ann bought a boat for sailing", "Bob cooks pasta"])
     db.close()
 
-    reopened = Database(path)
+    reopened = SqliteStore(path)
     notes = {n.id: n for n in note_sql.list_all(reopened, "u")}
     a, b, c = first
     # b was offered only a; c was offered a and b, in similarity order.
@@ -91,7 +89,7 @@ def test_a_decision_can_only_name_offered_ids():
     schema = prompt.decision_schema((3, 7))
     assert schema.model_validate_json('{"links": [7], "updates": [{"id": 3, "context": "Ann moved to Rome.", "tags": ["Move"]}]}')
     for bad in ('{"links": [4]}', '{"updates": [{"id": 1, "context": "Ann moved.", "tags": []}]}'):
-        with pytest.raises(Exception):
+        with pytest.raises(pydantic.ValidationError):
             schema.model_validate_json(bad)
 
 
@@ -107,7 +105,10 @@ def test_evolution_edits_exactly_the_notes_the_model_chose(db, llm, backend, emb
 
     def decide(offered):
         chosen["id"] = offered[2]  # neither the first nor the last offered: an index mix-up would show
-        return {"links": [], "updates": [{"id": offered[2], "context": "Ann's sailing now includes a regatta.", "tags": ["sailing", "regatta"]}]}
+        return {
+            "links": [],
+            "updates": [{"id": offered[2], "context": "Ann's sailing now includes a regatta.", "tags": ["sailing", "regatta"]}],
+        }
 
     Script(backend, decide=decide)
     (new,) = add_notes(db, llm, embedder, ["Ann sails in a regatta"])
@@ -128,7 +129,9 @@ def test_evolved_context_is_searchable_at_once(db, llm, backend, embedder):
     Script(backend)
     (old,) = add_notes(db, llm, embedder, ["Ann sails to Malta"])
     assert note_sql.text_search(db, "u", "zanzibar", 5) == []
-    Script(backend, decide=lambda ids: {"links": ids, "updates": [{"id": ids[0], "context": "Ann later sailed on to Zanzibar.", "tags": []}]})
+    Script(
+        backend, decide=lambda ids: {"links": ids, "updates": [{"id": ids[0], "context": "Ann later sailed on to Zanzibar.", "tags": []}]}
+    )
     add_notes(db, llm, embedder, ["Ann sails on from Malta"])
     assert [i for i, _ in note_sql.text_search(db, "u", "zanzibar", 5)] == [old]
     evolved = note_sql.get(db, "u", old)
@@ -187,9 +190,8 @@ def test_forgetting_without_an_embedder_refuses_when_an_evolution_must_be_undone
     db.bind_embedder("fake-bow:64", 64)
     Script(backend, decide=lambda ids: {"links": ids, "updates": [{"id": ids[0], "context": "Changed by the new note.", "tags": []}]})
     a, b = add_notes(db, llm, embedder, ["Ann sails", "Ann sails far"])
-    with pytest.raises(StoreError, match="embedder"):
-        with db.transaction():
-            forget.forget_note(db, "u", b)
+    with pytest.raises(StoreError, match="embedder"), db.transaction():
+        forget.forget_note(db, "u", b)
     assert note_sql.get(db, "u", b) is not None  # rolled back: nothing lost
 
 
@@ -198,7 +200,15 @@ def test_forgetting_without_an_embedder_refuses_when_an_evolution_must_be_undone
 
 def chat(n, start=DAY):
     topics = ["sailing to Malta", "a new boat", "cooking pasta", "the job offer", "a climbing gym", "a painting class"]
-    return [IncomingMessage("Ann" if i % 2 == 0 else "Bob", f"I keep thinking about {topics[i % len(topics)]} ({i})", start + timedelta(minutes=i), source_id=f"D1:{i}") for i in range(n)]
+    return [
+        IncomingMessage(
+            "Ann" if i % 2 == 0 else "Bob",
+            f"I keep thinking about {topics[i % len(topics)]} ({i})",
+            start + timedelta(minutes=i),
+            source_id=f"D1:{i}",
+        )
+        for i in range(n)
+    ]
 
 
 def test_amem_mode_makes_one_note_per_message_resumably_and_idempotently(db, llm, backend, embedder):
@@ -211,7 +221,10 @@ def test_amem_mode_makes_one_note_per_message_resumably_and_idempotently(db, llm
     assert report.notes == 6 and report.pending == 0 and report.episodes == 0
     assert pipe.add_messages(chat(7)) == 0 and pipe.process(flush=True).notes == 0
     notes = note_sql.list_all(db, "u")
-    assert [n.content for n in notes][:2] == ["Ann: I keep thinking about sailing to Malta (0)", "Bob: I keep thinking about a new boat (1)"]
+    assert [n.content for n in notes][:2] == [
+        "Ann: I keep thinking about sailing to Malta (0)",
+        "Bob: I keep thinking about a new boat (1)",
+    ]
     assert len({n.message_id for n in notes}) == 7
     stages = {s["stage"] for s in telemetry.stage_stats(db, "u")}
     assert {"note", "linking"} <= stages
@@ -275,7 +288,7 @@ def test_nemori_plus_amem_stores_facts_as_notes_and_predicts_from_them(db, llm, 
         raise AssertionError(title)
 
     backend.default = answer
-    from tests.conftest import foreign_key_violations, make_messages
+    from tests.conftest import make_messages
 
     for topic in ("sailing", "more-sailing"):
         pipe = Pipeline(db, "u", llm, embedder, profile=resolve(db, {"memory": "nemori+amem", "integrate": False}))
@@ -314,14 +327,23 @@ def test_a_plan_made_before_the_lock_never_writes_over_newer_changes(db, llm, ba
     db.bind_embedder("fake-bow:64", 64)
     Script(backend)
     a, b = add_notes(db, llm, embedder, ["Ann sails to Malta", "Ann sails a boat"])
-    Script(backend, decide=lambda ids: {"links": ids, "updates": [{"id": i, "context": "Ann's plans changed again.", "tags": []} for i in ids]})
+    Script(
+        backend, decide=lambda ids: {"links": ids, "updates": [{"id": i, "context": "Ann's plans changed again.", "tags": []} for i in ids]}
+    )
     amem = Amem(llm, embedder)
     plan = amem.plan(db, "u", NoteSource("Ann sails to Malta by boat", DAY))
     assert set(plan.decision.links) == {a, b}
     with db.transaction():
         forget.forget_note(db, "u", a, reembed=lambda t: embedder.embed_documents([t])[0])
-        note_sql.evolve(db, "u", note_sql.get(db, "u", b), context="Someone else changed this.", tags=["x"], made_by=None,
-                        embedding=embedder.embed_documents(["x"])[0])
+        note_sql.evolve(
+            db,
+            "u",
+            note_sql.get(db, "u", b),
+            context="Someone else changed this.",
+            tags=["x"],
+            made_by=None,
+            embedding=embedder.embed_documents(["x"])[0],
+        )
     with db.transaction():
         new = amem.write(db, "u", plan)
     assert note_sql.get(db, "u", new).links == (b,)  # the forgotten neighbour is not linked
@@ -353,6 +375,8 @@ def test_an_interrupted_amem_ingest_keeps_whole_notes_and_resumes(db, llm, backe
 def test_a_tag_list_copied_into_a_context_is_cut_off():
     """Qwen2.5-1.5B wrote "… recently. | tags: life, adventure" as a neighbour's new context."""
     schema = prompt.decision_schema((4,))
-    value = schema.model_validate_json('{"links": [4], "updates": [{"id": 4, "context": "Mel asks about news. | tags: life, adventure", "tags": []}]}')
+    value = schema.model_validate_json(
+        '{"links": [4], "updates": [{"id": 4, "context": "Mel asks about news. | tags: life, adventure", "tags": []}]}'
+    )
     assert value.updates[0].context == "Mel asks about news."
     assert prompt.strip_tag_list("Ann lists her tags: none") == "Ann lists her tags: none"  # only the listing's layout is cut

@@ -14,8 +14,7 @@ from nemori_cli.prompts import timeline
 from nemori_cli.retrieval import budget, timecalc
 from nemori_cli.retrieval.answer import Layout, abstains, answer_hits, ask
 from nemori_cli.retrieval.search import PROFILES, search
-from nemori_cli.store import forget
-from nemori_cli.store import message_index
+from nemori_cli.store import forget, message_index
 from tests.unit.test_semantic import scripted
 
 
@@ -219,7 +218,9 @@ def test_a_when_question_is_told_the_date_of_its_best_turn_and_what_its_relative
     ]
     assert timecalc.when_hint("What did Melanie paint?", hits) == []
     plain = [_hit("message", 4, 0.03, before.content, said, [before])]
-    assert timecalc.when_hint("When did Caroline ask?", plain) == ["The line that best matches the question (Caroline) was said on 8 May 2023."]
+    assert timecalc.when_hint("When did Caroline ask?", plain) == [
+        "The line that best matches the question (Caroline) was said on 8 May 2023."
+    ]
 
 
 @pytest.mark.parametrize(
@@ -251,9 +252,14 @@ def test_a_span_between_two_events_is_computed_from_the_turns_that_name_them():
     mass = _msg(1, "I went to the Sunday mass at St. Mary's Church yesterday, lovely choir.", mass_said, speaker="user")
     ash = _msg(2, "Today I attended the Ash Wednesday service at the cathedral.", ash_said, speaker="user")
     other = _msg(3, "Can you recommend a good book?", ash_said, speaker="user")
-    hits = [_hit("message", 3, 0.05, other.content, ash_said, [other]), _hit("message", 1, 0.04, mass.content, mass_said, [mass]),
-            _hit("message", 2, 0.03, ash.content, ash_said, [ash])]
-    lines = timecalc.between_hint("How many days had passed between the Sunday mass at St. Mary's Church and the Ash Wednesday service?", hits)
+    hits = [
+        _hit("message", 3, 0.05, other.content, ash_said, [other]),
+        _hit("message", 1, 0.04, mass.content, mass_said, [mass]),
+        _hit("message", 2, 0.03, ash.content, ash_said, [ash]),
+    ]
+    lines = timecalc.between_hint(
+        "How many days had passed between the Sunday mass at St. Mary's Church and the Ash Wednesday service?", hits
+    )
     assert lines[0] == '"the Sunday mass at St. Mary\'s Church": 5 March 2023 (user said on 6 March 2023 "yesterday").'
     assert lines[1].startswith('"the Ash Wednesday service": 5 April 2023')
     assert lines[2] == "From 5 March 2023 to 5 April 2023: 31 days (about 4 weeks)."
@@ -284,7 +290,9 @@ def test_an_event_dated_in_words_is_read_from_the_line_that_names_it():
     mass = _msg(2, "I recently attended the Sunday mass at St. Mary's Church on January 2nd, a moving sermon.", said, speaker="user")
     echo = _msg(3, "Ash Wednesday is a powerful reminder; the service at a cathedral can be moving.", said, speaker="assistant")
     hits = [_hit("message", i, 0.03, m.content, said, [m]) for i, m in ((3, echo), (1, ash), (2, mass))]
-    lines = timecalc.between_hint("How many days had passed between the Sunday mass at St. Mary's Church and the Ash Wednesday service at the cathedral?", hits)
+    lines = timecalc.between_hint(
+        "How many days had passed between the Sunday mass at St. Mary's Church and the Ash Wednesday service at the cathedral?", hits
+    )
     assert lines[0].startswith('"the Sunday mass at St. Mary\'s Church": 2 January 2023') and "February 1st" in lines[1]
     assert lines[2] == "From 2 January 2023 to 1 February 2023: 30 days (about 4 weeks)."
     assert answer_prompt.today_text("2023/04/01 (Sat) 05:39") == "1 April 2023"
@@ -293,14 +301,35 @@ def test_an_event_dated_in_words_is_read_from_the_line_that_names_it():
 def test_each_event_of_a_between_question_is_looked_up_on_its_own(db, llm, backend, embedder):
     t = datetime(2023, 2, 20, 12, 0)
     chat = [
-        IncomingMessage(speaker="user", content="I attended the Ash Wednesday service at the cathedral on February 1st.", timestamp=t, source_id="a"),
-        *[IncomingMessage(speaker="assistant", content=f"Here is tip {i} about soup kitchens and volunteering.", timestamp=t.replace(minute=i + 1), source_id=f"t{i}") for i in range(30)],
-        IncomingMessage(speaker="user", content="I recently went to the Sunday mass at St. Mary's Church on January 2nd.", timestamp=t.replace(hour=21), source_id="m"),
+        IncomingMessage(
+            speaker="user", content="I attended the Ash Wednesday service at the cathedral on February 1st.", timestamp=t, source_id="a"
+        ),
+        *[
+            IncomingMessage(
+                speaker="assistant",
+                content=f"Here is tip {i} about soup kitchens and volunteering.",
+                timestamp=t.replace(minute=i + 1),
+                source_id=f"t{i}",
+            )
+            for i in range(30)
+        ],
+        IncomingMessage(
+            speaker="user",
+            content="I recently went to the Sunday mass at St. Mary's Church on January 2nd.",
+            timestamp=t.replace(hour=21),
+            source_id="m",
+        ),
     ]
     _ingest(db, llm, backend, embedder, chat)
     backend.default = lambda messages, schema: {"answer": "30 days"}
-    ask(db, "u", embedder, llm, "How many days had passed between the Sunday mass at St. Mary's Church and the Ash Wednesday service at the cathedral?",
-        replace_options(budget=60))
+    ask(
+        db,
+        "u",
+        embedder,
+        llm,
+        "How many days had passed between the Sunday mass at St. Mary's Church and the Ash Wednesday service at the cathedral?",
+        replace_options(budget=60),
+    )
     prompt = backend.history[-1][0][-1]["content"]
     assert "From 2 January 2023 to 1 February 2023: 30 days (about 4 weeks)." in prompt
 

@@ -91,7 +91,10 @@ def test_datetime_and_incoming_messages_are_accepted(world):
     ("messages", "said"),
     [
         ([{"speaker": "Ann", "content": "hi"}], "<messages>:1: no 'timestamp'"),
-        ([{"speaker": "Ann", "content": "hi", "timestamp": "2024-01-01"}, {"speaker": "", "content": "x", "timestamp": "2024-01-01"}], "<messages>:2: 'speaker' is empty"),
+        (
+            [{"speaker": "Ann", "content": "hi", "timestamp": "2024-01-01"}, {"speaker": "", "content": "x", "timestamp": "2024-01-01"}],
+            "<messages>:2: 'speaker' is empty",
+        ),
         (["not a mapping"], "<messages>:1: a str, not a mapping"),
         ({"speaker": "Ann"}, "expected a list of messages"),
         ([], "no messages"),
@@ -103,9 +106,8 @@ def test_bad_messages_are_refused_before_anything_is_written(world, messages, sa
 
     tmp_path, _ = world
     path = tmp_path / "m.db"
-    with Memory(path) as memory:
-        with pytest.raises(InputError) as caught:
-            memory.ingest(messages)
+    with Memory(path) as memory, pytest.raises(InputError) as caught:
+        memory.ingest(messages)
     assert said in caught.value.message
     assert not path.exists()  # not even an empty database
 

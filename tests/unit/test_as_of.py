@@ -21,8 +21,8 @@ from nemori_cli.retrieval.search import PROFILES, SearchOptions, search
 from nemori_cli.store import episodes as episode_sql
 from nemori_cli.store import facts as fact_sql
 from nemori_cli.store import message_index
-from nemori_cli.store.db import Database
 from nemori_cli.store.migrations import MIGRATIONS
+from nemori_cli.store.sqlite import SqliteStore
 from tests.unit.asof_world import BERLIN, JUNE, LISBON, MARCH, build
 from tests.unit.fake_ingest import isolate, nemori
 from tests.unit.test_hostile_input import run_nemori
@@ -37,6 +37,7 @@ def facts_of(hits):
 
 
 # -- what as-of means -------------------------------------------------------------
+
 
 def test_a_date_means_the_end_of_that_day_and_a_date_time_itself():
     assert parse_as_of("2024-04-30") == datetime(2024, 4, 30, 23, 59, 59, 999999)
@@ -60,6 +61,7 @@ def test_facts_are_dated_in_the_conversations_time_not_the_ingests(db, llm, back
 
 
 # -- search -----------------------------------------------------------------------
+
 
 def test_before_the_move_search_finds_lisbon_and_after_it_berlin(db, llm, backend, embedder):
     build(db, llm, backend, embedder)
@@ -98,6 +100,7 @@ def test_the_filter_is_inside_each_index_query_so_top_k_is_full(db, llm, backend
 
 # -- ask --------------------------------------------------------------------------
 
+
 def test_ask_as_of_answers_from_the_valid_view_and_that_day_is_today(db, llm, backend, embedder):
     build(db, llm, backend, embedder)
     answer, _ = ask(db, "u", embedder, llm, "Where does Ann live?", replace(PROFILES["budget"], k=3, as_of=APRIL))
@@ -112,12 +115,13 @@ def test_ask_as_of_answers_from_the_valid_view_and_that_day_is_today(db, llm, ba
 
 # -- the commands -----------------------------------------------------------------
 
+
 @pytest.fixture
 def moved(tmp_path, monkeypatch, llm, backend, embedder):
     """A database file of Ann's move, and every model the CLI builds a fake (the answer model's backends are kept)."""
     isolate(monkeypatch, tmp_path)
     path = tmp_path / "moved.db"
-    db = Database(path)
+    db = SqliteStore(path)
     build(db, llm, backend, embedder)
     db.close()
     answering: list[FakeBackend] = []
@@ -183,6 +187,7 @@ def test_a_bad_as_of_is_one_line_and_exit_2(moved, command):
 
 # -- the migration ----------------------------------------------------------------
 
+
 def _schema_6_file(path):
     """A file as schema 6 left it: Lisbon (E1, March) replaced by Berlin (E2, June); a merge; a duplicate; a fact without a source."""
     conn = apsw.Connection(str(path))
@@ -221,7 +226,7 @@ def _schema_6_file(path):
 def test_the_migration_backfills_validity_from_the_source_episodes(tmp_path):
     path = tmp_path / "v6.db"
     _schema_6_file(path)
-    db = Database(path, create=False)
+    db = SqliteStore(path, create=False)
     assert db.schema_version() == max(m[0] for m in MIGRATIONS)
     facts = {f.id: f for f in fact_sql.list_all(db, "u", include_superseded=True)}
     march, june = MARCH.replace(minute=3), JUNE.replace(minute=3)

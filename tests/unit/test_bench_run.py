@@ -8,8 +8,7 @@ from datetime import datetime
 
 import pytest
 
-from nemori_cli.bench import locomo, longmemeval, report
-from nemori_cli.bench import catalog
+from nemori_cli.bench import catalog, locomo, longmemeval, report
 from nemori_cli.bench.baselines import FullContextSystem, RagSystem
 from nemori_cli.bench.judge import judge_locomo, judge_longmemeval
 from nemori_cli.bench.results import ResultLog
@@ -21,7 +20,7 @@ from nemori_cli.errors import ConfigError
 from nemori_cli.llm.base import StructuredLLM
 from nemori_cli.llm.fake import FakeBackend
 from nemori_cli.memory.semantic import SemanticSettings
-from nemori_cli.store.db import Database
+from nemori_cli.store.sqlite import SqliteStore
 from tests.unit.fakeworld import World
 
 SAMPLE = {
@@ -146,7 +145,11 @@ def test_a_judge_labels_every_answer(tmp_path, shared, locomo_path, backend):
     judge_llm = StructuredLLM(FakeBackend(default={"reason": "same place", "label": "CORRECT"}))
     log = run_locomo(tmp_path / "out", shared, locomo_path, "full-context", judge=locomo.judge_with(judge_llm, "fake-judge"))
     labels = log.of_kind("judgement")
-    assert [(j["qid"], j["label"], j["judge"]) for j in labels] == [("0", True, "fake-judge"), ("1", True, "fake-judge"), ("2", True, "fake-judge")]
+    assert [(j["qid"], j["label"], j["judge"]) for j in labels] == [
+        ("0", True, "fake-judge"),
+        ("1", True, "fake-judge"),
+        ("2", True, "fake-judge"),
+    ]
     built = report.build(log.records, CONFIG, benchmark="locomo", groups=tuple(locomo.CATEGORIES.values()), score_keys=("set_f1",))
     assert built["judge"] == "fake-judge" and built["systems"]["full-context"]["overall"]["judge"] == 1.0
 
@@ -163,7 +166,7 @@ def test_a_finished_run_can_be_judged_later_and_only_once(tmp_path, shared, loco
 
 def test_full_context_leaves_out_the_oldest_messages_to_fit_the_window(tmp_path, shared, locomo_path):
     log = run_locomo(tmp_path / "out", shared, locomo_path, "full-context")
-    db = Database(tmp_path / "out" / "memories" / "s1" / "raw-messages.db")
+    db = SqliteStore(tmp_path / "out" / "memories" / "s1" / "raw-messages.db")
     try:
         small = replace(shared, context_window=430)
         reply = FullContextSystem().answer(db, USER, "Where did Ann travel for the art fair?", None, small)
@@ -179,7 +182,7 @@ def test_full_context_leaves_out_the_oldest_messages_to_fit_the_window(tmp_path,
 
 def test_rag_chunks_hold_whole_messages_up_to_their_size_and_answer_from_top_k(tmp_path, shared, locomo_path):
     system = RagSystem(30, 2)
-    db = Database(tmp_path / "rag.db")
+    db = SqliteStore(tmp_path / "rag.db")
     try:
         units = locomo.units(locomo_path, [], None, None, adversarial=False)
         system.build(db, USER, units[0].messages, shared, None)
@@ -268,9 +271,11 @@ def test_longmemeval_gives_each_question_its_own_memory_and_its_date(tmp_path, s
 
 
 def test_longmemeval_per_type_keeps_every_kind_of_question(tmp_path):
-    records = [
-        {**LME[0], "question_id": f"u{i}"} for i in range(3)
-    ] + [{**LME[0], "question_id": "t1", "question_type": "temporal-reasoning"}, {**LME[1], "question_id": "a1_abs"}, {**LME[1], "question_id": "a2_abs"}]
+    records = [{**LME[0], "question_id": f"u{i}"} for i in range(3)] + [
+        {**LME[0], "question_id": "t1", "question_type": "temporal-reasoning"},
+        {**LME[1], "question_id": "a1_abs"},
+        {**LME[1], "question_id": "a2_abs"},
+    ]
     path = tmp_path / "lme.json"
     path.write_text(json.dumps(records))
     assert [u.key for u in longmemeval.units(path, None, per_type=1)] == ["u0", "t1", "a1_abs"]
@@ -313,8 +318,16 @@ def test_the_progress_bar_runs_without_a_terminal(tmp_path, shared, locomo_path)
 
 
 def test_reports_rescore_old_records_from_their_answers():
-    old = {"kind": "answer", "benchmark": "longmemeval", "answer": "38", "gold": "38 subjects", "question_type": "single-session-assistant",
-           "abstention": False, "match": False, "set_f1": 0.0}
+    old = {
+        "kind": "answer",
+        "benchmark": "longmemeval",
+        "answer": "38",
+        "gold": "38 subjects",
+        "question_type": "single-session-assistant",
+        "abstention": False,
+        "match": False,
+        "set_f1": 0.0,
+    }
     assert longmemeval.rescore(old)["match"] is True
     stale = {"kind": "answer", "answer": "Paris", "gold": "Paris", "category": 4, "set_f1": 0.0, "official_f1": 0.0, "bleu1": 0.0}
     fresh = locomo.rescore(stale)
@@ -336,7 +349,9 @@ def test_amem_systems_build_notes_and_count_their_own_storage(tmp_path, shared, 
     assert own["nemori+amem"]["episodes"] >= 1 and own["nemori+amem"]["notes"] == 2
     assert own["nemori+amem-notes"]["episodes"] == 0 and own["nemori+amem-notes"]["entries"] == 2
     keys, groups = ("set_f1", "evidence_recall"), tuple(locomo.CATEGORIES.values())
-    rep = report.build(log.records, {**CONFIG, "systems": ["amem", "nemori+amem", "nemori+amem-notes"]}, benchmark="locomo", groups=groups, score_keys=keys)
+    rep = report.build(
+        log.records, {**CONFIG, "systems": ["amem", "nemori+amem", "nemori+amem-notes"]}, benchmark="locomo", groups=groups, score_keys=keys
+    )
     assert "note links / evolved notes" in report.markdown(rep, groups=groups, score_keys=keys, title="LoCoMo")
     assert rep["systems"]["nemori+amem-notes"]["costs"]["storage"]["entries"] == 2
     assert rep["systems"]["nemori+amem"]["costs"]["storage"]["entries"] == own["nemori+amem"]["entries"]
@@ -394,7 +409,9 @@ def test_memories_kept_in_postgresql_get_a_schema_each_and_a_rerun_resumes(tmp_p
 
     calls = len(backend.history)
     again = ResultLog(out, CONFIG, identity_keys=IDENTITY)
-    BenchRunner("locomo", again, shared, catalog.resolve("nemori,full-context"), locomo.score, None, Silent(), SchemaStores(url, out)).run(units)
+    BenchRunner("locomo", again, shared, catalog.resolve("nemori,full-context"), locomo.score, None, Silent(), SchemaStores(url, out)).run(
+        units
+    )
     assert len(backend.history) == calls  # every memory and answer was found, nothing asked again
     assert len(again.of_kind("build")) == 2
 

@@ -9,11 +9,11 @@ import sys
 
 import pytest
 
-from nemori_cli.pipeline.runner import Pipeline
 from nemori_cli.importers.native import read_jsonl
+from nemori_cli.pipeline.runner import Pipeline
 from nemori_cli.store import episodes as episode_sql
 from nemori_cli.store import messages as message_sql
-from nemori_cli.store.db import Database
+from nemori_cli.store.sqlite import SqliteStore
 from tests.conftest import REPO
 from tests.unit.fake_ingest import answer, conversation, isolate, nemori, use_fakes, write_jsonl
 
@@ -32,7 +32,7 @@ def chat(tmp_path):
 
 
 def _counts(path) -> tuple[int, int, int]:
-    db = Database(path, create=False)
+    db = SqliteStore(path, create=False)
     try:
         calls = db.one("SELECT coalesce(sum(prompt_tokens + completion_tokens), 0) AS t FROM llm_calls")["t"]
         return episode_sql.count(db, "default"), message_sql.count_pending(db, "default"), calls
@@ -114,7 +114,12 @@ def test_a_budget_must_be_positive(tmp_path, value):
     for command in (["ingest", str(REPO / "examples" / "chat.jsonl")], ["flush"]):
         run = subprocess.run(
             [sys.executable, "-c", code, *command, "--db", str(tmp_path / "x.db"), "--max-tokens", value],
-            capture_output=True, text=True, env=env, cwd=REPO, stdin=subprocess.DEVNULL, timeout=120,
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=REPO,
+            stdin=subprocess.DEVNULL,
+            timeout=120,
         )
         assert run.returncode == 2, run.stderr
         assert run.stderr == f"nemori: error: --max-tokens must be a positive number of tokens, not {value}\n"

@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -35,7 +35,12 @@ def one_stretch(n: int = 46) -> list[dict]:
     """n messages a minute apart (no time gap), all alike: where a window is cut depends only on where the window starts."""
     start = datetime(2023, 5, 8, 10, 0)
     return [
-        {"id": f"m{i}", "speaker": "Ann" if i % 2 == 0 else "Bob", "content": "We talked about the weekend plans again.", "timestamp": (start + timedelta(minutes=i)).isoformat()}
+        {
+            "id": f"m{i}",
+            "speaker": "Ann" if i % 2 == 0 else "Bob",
+            "content": "We talked about the weekend plans again.",
+            "timestamp": (start + timedelta(minutes=i)).isoformat(),
+        }
         for i in range(n)
     ]
 
@@ -63,7 +68,7 @@ def test_ingest_without_building_stores_searchable_messages_and_loads_no_model(w
         memory.build()
         after = memory.build_state()
         assert (after.pending, after.pending_from, after.line()) == (0, None, "")
-        assert after.built_through == datetime(2023, 5, 11, 10, 3, tzinfo=timezone.utc)  # naive times are UTC; both moments are aware
+        assert after.built_through == datetime(2023, 5, 11, 10, 3, tzinfo=UTC)  # naive times are UTC; both moments are aware
         assert len(memory.episodes()) == 4
 
 
@@ -75,7 +80,7 @@ def test_the_built_part_is_the_oldest_and_built_through_is_its_last_message(worl
         memory.ingest(conversation(), max_tokens=1)  # the first episode, then the budget stops it
         state = memory.build_state(eta=False)
         assert state.pending == 12 and state.eta_seconds is None
-        assert state.built_through == datetime(2023, 5, 8, 10, 3, tzinfo=timezone.utc) and state.pending_from.date().isoformat() == "2023-05-09"
+        assert state.built_through == datetime(2023, 5, 8, 10, 3, tzinfo=UTC) and state.pending_from.date().isoformat() == "2023-05-09"
         assert state.built_through < state.pending_from
 
 
@@ -259,7 +264,7 @@ def test_the_dry_run_gives_the_time_to_searchable_and_to_built(world):
     tmp_path, _ = world
     chat = write_jsonl(tmp_path / "chat.jsonl", conversation())
     plan_json = json.loads(nemori("ingest", chat, "--db", tmp_path / "m.db", "--dry-run", "--json").stdout)
-    assert 0 < plan_json["searchable_seconds"] and plan_json["build_seconds"] > 0
+    assert plan_json["searchable_seconds"] > 0 and plan_json["build_seconds"] > 0
     text = nemori("ingest", chat, "--db", tmp_path / "m.db", "--dry-run").stdout
     assert "time: searchable after about" in text and "built after about" in text
 

@@ -72,7 +72,9 @@ def test_deps_hands_the_llama_backend_its_settings(monkeypatch, tmp_path):
     monkeypatch.setattr(deps, "_backends", {})
     settings = Settings(db_path=tmp_path / "m.db", user="u", model=None, embedder=None, threads=3, prefix_cache=False, parallel=4, lookup=5)
     deps.build_backend(LLMPreset(name="x", kind="gguf", path="/models/x.gguf", n_ctx=2048), settings)
-    assert made == [{"path": Path("/models/x.gguf"), "name": "x", "n_ctx": 2048, "n_threads": 3, "prefix_cache": False, "parallel": 4, "lookup": 5}]
+    assert made == [
+        {"path": Path("/models/x.gguf"), "name": "x", "n_ctx": 2048, "n_threads": 3, "prefix_cache": False, "parallel": 4, "lookup": 5}
+    ]
 
 
 @pytest.mark.parametrize("value, expected", [(None, None), ("", None), ("off", None), ("OFF", None), ("0", 0), ("4", 4), ("16", 16)])

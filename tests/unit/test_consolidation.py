@@ -83,7 +83,9 @@ def test_not_outdated_means_new_and_both_stay(db, llm, backend, embedder):
 
 
 def test_a_near_duplicate_that_says_more_supersedes_as_a_merge(db, llm, backend, embedder):
-    two_episodes(db, llm, backend, embedder, ["Ann lives in a flat in Paris near the canal."], ["Ann lives in a flat in Paris near the canal too."])
+    two_episodes(
+        db, llm, backend, embedder, ["Ann lives in a flat in Paris near the canal."], ["Ann lives in a flat in Paris near the canal too."]
+    )
     assert questions(backend) == []  # decided by the embedding, no call
     old, merged = fact_sql.get(db, "u", 1), fact_sql.get(db, "u", 2)
     assert old.status == "superseded" and old.superseded_by == 2 and "merged into F2" in old.superseded_reason
@@ -139,7 +141,14 @@ def test_an_unusable_answer_keeps_the_fact_and_counts_a_fallback(db, llm, backen
 def test_naive_rag_appends_without_consolidating(db, llm, backend, embedder):
     paris, berlin = "Ann lives in Paris.", "Ann lives in Berlin."
     two_episodes(
-        db, llm, backend, embedder, [paris], [berlin], profile=Profile(memory="naive-rag", facts=True, integrate=False), outdated={(paris, berlin)}
+        db,
+        llm,
+        backend,
+        embedder,
+        [paris],
+        [berlin],
+        profile=Profile(memory="naive-rag", facts=True, integrate=False),
+        outdated={(paris, berlin)},
     )
     assert backend.prompts_for("Outdated") == []
     assert [f.status for f in fact_sql.list_all(db, "u", include_superseded=True)] == ["active", "active"]

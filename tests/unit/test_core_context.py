@@ -35,8 +35,15 @@ def _chat(n: int = 6, start: datetime = T0) -> list[IncomingMessage]:
     out = []
     for i in range(n):
         speaker, content = lines[i % len(lines)]
-        out.append(IncomingMessage(speaker=speaker, content=f"{content}" if i < len(lines) else f"{content} ({i})",
-                                   timestamp=start + timedelta(minutes=i), source_id=f"m{i}", session="s1"))
+        out.append(
+            IncomingMessage(
+                speaker=speaker,
+                content=f"{content}" if i < len(lines) else f"{content} ({i})",
+                timestamp=start + timedelta(minutes=i),
+                source_id=f"m{i}",
+                session="s1",
+            )
+        )
     return out
 
 
@@ -76,7 +83,7 @@ def test_a_small_budget_keeps_the_newest_turns_and_says_it_is_not_the_whole(db, 
     core = core_memory.build(db, "u", 120)
     assert not core.complete and 0 < len(core.turns) < 40
     ids = sorted(m.id for m in _all(db))
-    assert [h.id for h in core.turns] == ids[-len(core.turns):]  # the most recent, oldest first
+    assert [h.id for h in core.turns] == ids[-len(core.turns) :]  # the most recent, oldest first
     assert "The most recent part of the conversation" in core.text
 
 
@@ -93,8 +100,19 @@ def test_a_core_beyond_the_window_starts_at_a_step_and_grows_at_its_end(db, llm,
     extended = moved = 0
     for i in range(3 * every):
         with db.transaction():
-            message_sql.insert_messages(db, "u", [IncomingMessage(
-                speaker="Sam", content=f"One more line, number {i}.", timestamp=T0 + timedelta(hours=3, minutes=i), source_id=f"n{i}", session="s2")])
+            message_sql.insert_messages(
+                db,
+                "u",
+                [
+                    IncomingMessage(
+                        speaker="Sam",
+                        content=f"One more line, number {i}.",
+                        timestamp=T0 + timedelta(hours=3, minutes=i),
+                        source_id=f"n{i}",
+                        session="s2",
+                    )
+                ],
+            )
         core = core_memory.build(db, "u", budget)
         ids = [m.id for m in _all(db)]
         first = ids.index(core.turns[0].id)
@@ -117,7 +135,13 @@ def _all(db):
 
 def _old_then_new(db, llm, backend, embedder, facts):
     old = [
-        IncomingMessage(speaker="Sam", content=f"I work at Northwind now, note {i}.", timestamp=T0 - timedelta(days=30, minutes=-i), source_id=f"o{i}", session="s0")
+        IncomingMessage(
+            speaker="Sam",
+            content=f"I work at Northwind now, note {i}.",
+            timestamp=T0 - timedelta(days=30, minutes=-i),
+            source_id=f"o{i}",
+            session="s0",
+        )
         for i in range(3)
     ]
     _ingest(db, llm, backend, embedder, old + _chat(40), facts=facts)
@@ -177,12 +201,18 @@ def test_every_question_shares_the_core_as_its_prompt_prefix(db, llm, backend, e
 def test_a_core_holding_everything_answers_without_the_embedder(db, llm, backend, embedder):
     _ingest(db, llm, backend, embedder, _chat())
     _answering(backend, "Maya")
-    answer = core_answer.ask(db, "u", Deferred(NoEmbedder()), llm, "Who did Priya climb with?", PROFILES["core"], sizes=core_answer.CoreBudget(4000))
+    answer = core_answer.ask(
+        db, "u", Deferred(NoEmbedder()), llm, "Who did Priya climb with?", PROFILES["core"], sizes=core_answer.CoreBudget(4000)
+    )
     assert answer.answer == "Maya" and not answer.abstained
 
 
 def test_retrieval_adds_older_turns_and_never_repeats_the_core(db, llm, backend, embedder):
-    old = [IncomingMessage(speaker="Ann", content="My hamster is called Biscuit.", timestamp=T0 - timedelta(days=30), source_id="old", session="s0")]
+    old = [
+        IncomingMessage(
+            speaker="Ann", content="My hamster is called Biscuit.", timestamp=T0 - timedelta(days=30), source_id="old", session="s0"
+        )
+    ]
     _ingest(db, llm, backend, embedder, old + _chat(40))
     _answering(backend, "Biscuit")
     sizes = core_answer.CoreBudget(150, tail=400)
@@ -190,7 +220,7 @@ def test_retrieval_adds_older_turns_and_never_repeats_the_core(db, llm, backend,
     assert "Biscuit" not in core.text
     core_answer.ask(db, "u", embedder, llm, "What is the hamster called?", PROFILES["core"], sizes=sizes)
     prompt = backend.prompts_for("Answer")[-1][1]["content"]
-    tail = prompt[len(core.text):]
+    tail = prompt[len(core.text) :]
     assert tail.startswith(core_prompt.TAIL_HEADING) and "Biscuit" in tail
     for h in core.turns:
         assert f'"{h.text}"' not in tail  # a turn the core shows is not shown again
@@ -199,21 +229,33 @@ def test_retrieval_adds_older_turns_and_never_repeats_the_core(db, llm, backend,
 def test_a_question_no_message_speaks_of_is_not_mentioned_without_the_model(db, llm, backend, embedder):
     _ingest(db, llm, backend, embedder, _chat())
     before = len(backend.history)
-    answer = core_answer.ask(db, "u", Deferred(NoEmbedder()), llm, "What colour is the submarine?", PROFILES["core"], sizes=core_answer.CoreBudget(4000))
+    answer = core_answer.ask(
+        db, "u", Deferred(NoEmbedder()), llm, "What colour is the submarine?", PROFILES["core"], sizes=core_answer.CoreBudget(4000)
+    )
     assert answer.abstained and len(backend.history) == before
 
 
 def test_a_copied_first_person_line_is_said_of_its_speaker(db, llm, backend, embedder):
     _ingest(db, llm, backend, embedder, _chat())
     _answering(backend, "Quick update: I decided to accept the Northwind offer")
-    answer = core_answer.ask(db, "u", Deferred(NoEmbedder()), llm, "What did Sam decide about the job offer?", PROFILES["core"], sizes=core_answer.CoreBudget(4000))
+    answer = core_answer.ask(
+        db,
+        "u",
+        Deferred(NoEmbedder()),
+        llm,
+        "What did Sam decide about the job offer?",
+        PROFILES["core"],
+        sizes=core_answer.CoreBudget(4000),
+    )
     assert answer.answer == "Sam decided to accept the Northwind offer"
 
 
 def test_a_when_answer_names_the_day_of_the_event_not_of_the_line(db, llm, backend, embedder):
     _ingest(db, llm, backend, embedder, _chat())
     _answering(backend, "4 March 2024, with Maya")
-    answer = core_answer.ask(db, "u", Deferred(NoEmbedder()), llm, "When did Priya go to the climbing gym?", PROFILES["core"], sizes=core_answer.CoreBudget(4000))
+    answer = core_answer.ask(
+        db, "u", Deferred(NoEmbedder()), llm, "When did Priya go to the climbing gym?", PROFILES["core"], sizes=core_answer.CoreBudget(4000)
+    )
     assert answer.answer == "3 March 2024, with Maya"
 
 
@@ -233,7 +275,10 @@ def _msg(i: int, speaker: str, content: str, at: datetime = T0) -> Message:
     ],
 )
 def test_uncopied(answer, expected):
-    said = [_msg(1, "Sam", "Quick update: I decided to accept the Northwind offer"), _msg(2, "Sam", "I'm moving to Lisbon with my sister next year!")]
+    said = [
+        _msg(1, "Sam", "Quick update: I decided to accept the Northwind offer"),
+        _msg(2, "Sam", "I'm moving to Lisbon with my sister next year!"),
+    ]
     assert answer_fixes.uncopied(answer, said) == expected
 
 
@@ -253,12 +298,14 @@ def test_event_day_leaves_other_questions_and_other_days_alone():
 
 # -- the best-matching lines shown again ----------------------------------------
 
-LONG = ("We spent the whole weekend at the lake with the kids, and on Sunday morning I finally "
-        "ran a charity race for mental health last Saturday [20 May 2023] which felt great, then we drove home late.")
+LONG = (
+    "We spent the whole weekend at the lake with the kids, and on Sunday morning I finally "
+    "ran a charity race for mental health last Saturday [20 May 2023] which felt great, then we drove home late."
+)
 
 
 def test_a_long_line_is_cut_to_the_words_around_the_question():
-    wanted = frozenset(w[:core_prompt.STEM] for w in ("charity", "race"))
+    wanted = frozenset(w[: core_prompt.STEM] for w in ("charity", "race"))
     cut = core_prompt.around(LONG, wanted, width=12)
     assert "charity race" in cut and cut.startswith("… ") and cut.endswith(" …")
     assert len(cut.replace("…", "").split()) <= 12 + 2  # the annotation is one word of the 12

@@ -120,8 +120,7 @@ def test_annotate_is_idempotent():
     text = "Yesterday I said I'd go this weekend, and 2 months ago I said so too."
     once = annotate_relative_times(text, MON)
     assert once == (
-        "Yesterday [7 May 2023] I said I'd go this weekend [the weekend of 13-14 May 2023], "
-        "and 2 months ago [March 2023] I said so too."
+        "Yesterday [7 May 2023] I said I'd go this weekend [the weekend of 13-14 May 2023], and 2 months ago [March 2023] I said so too."
     )
     assert annotate_relative_times(once, MON) == once
 
@@ -137,7 +136,7 @@ def test_offsets_and_text_as_written():
     assert (first.start, first.end, first.text) == (11, 20, "YESTERDAY")
     assert (second.start, second.end, second.text) == (43, 52, "Last Week")
     for m in (first, second):
-        assert text[m.start:m.end] == m.text
+        assert text[m.start : m.end] == m.text
 
 
 def test_longest_match_wins_and_nothing_overlaps():

@@ -237,7 +237,19 @@ def test_json_output_has_the_documented_shape(env, monkeypatch, capsys):
     assert code == 0
     assert {"checks", "stages", "overall", "verdict", "advice"} <= set(data)
     assert all({"name", "ok", "detail"} <= set(c) for c in data["checks"])
-    assert set(data["stages"]["narration"]) >= {"calls", "valid_first_attempt", "retries", "failed", "fallbacks", "repairs", "prompt_tokens", "output_tokens", "seconds", "tokens_per_s", "output_tokens_per_s"}
+    assert set(data["stages"]["narration"]) >= {
+        "calls",
+        "valid_first_attempt",
+        "retries",
+        "failed",
+        "fallbacks",
+        "repairs",
+        "prompt_tokens",
+        "output_tokens",
+        "seconds",
+        "tokens_per_s",
+        "output_tokens_per_s",
+    }
     assert {"schema_valid_rate", "fallback_rate", "seconds_per_100_messages"} <= set(data["overall"])
     assert data["verdict"] == verdict.FIT
 

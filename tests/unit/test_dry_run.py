@@ -15,7 +15,7 @@ from nemori_cli import rates
 from nemori_cli.estimate import estimate, stages
 from nemori_cli.memory.profile import DEFAULT, Profile
 from nemori_cli.rates import Rates
-from nemori_cli.store.db import Database
+from nemori_cli.store.sqlite import SqliteStore
 from tests.conftest import REPO
 from tests.unit.fake_ingest import conversation, isolate, nemori, use_fakes, write_jsonl
 
@@ -91,10 +91,10 @@ def test_database_is_byte_identical_and_no_side_files_appear(seeded, tmp_path):
 def test_sees_rows_still_in_another_writers_log(cache, tmp_path):
     """With a -wal file (another connection open), committed rows there count too, and nothing changes."""
     path = tmp_path / "busy.db"
-    writer = Database(path)
+    writer = SqliteStore(path)
     try:
-        from nemori_cli.store import messages as message_sql
         from nemori_cli.importers.native import read_jsonl
+        from nemori_cli.store import messages as message_sql
 
         file = write_jsonl(tmp_path / "two.jsonl", conversation(("kayak", "piano")))
         with file.open("rb") as f:
@@ -121,8 +121,36 @@ def test_creates_no_database(cache, tmp_path):
 def test_json_shape_on_the_example(cache, tmp_path):
     plan = _dry(EXAMPLE, "--db", tmp_path / "x.db", "--max-tokens", "1000")
     expected = {
-        "source", "dry_run", "db", "db_exists", "user", "model", "method", "read", "new", "already_stored", "changed", "pending", "messages", "characters", "windows", "episodes", "calls", "total_calls", "prompt_tokens",
-        "output_tokens", "tokens", "minutes", "rates", "max_tokens", "messages_within_budget", "format", "conversations", "left_out", "searchable_seconds", "build_seconds",
+        "source",
+        "dry_run",
+        "db",
+        "db_exists",
+        "user",
+        "model",
+        "method",
+        "read",
+        "new",
+        "already_stored",
+        "changed",
+        "pending",
+        "messages",
+        "characters",
+        "windows",
+        "episodes",
+        "calls",
+        "total_calls",
+        "prompt_tokens",
+        "output_tokens",
+        "tokens",
+        "minutes",
+        "rates",
+        "max_tokens",
+        "messages_within_budget",
+        "format",
+        "conversations",
+        "left_out",
+        "searchable_seconds",
+        "build_seconds",
     }
     assert set(plan) == expected
     assert plan["dry_run"] is True and plan["source"] == str(EXAMPLE) and plan["model"] == "small"
@@ -135,7 +163,14 @@ def test_json_shape_on_the_example(cache, tmp_path):
     assert plan["tokens"] == plan["prompt_tokens"] + plan["output_tokens"] > 0
     assert plan["minutes"] > 0 and plan["rates"]["source"] == "built-in"
     assert 0 < plan["messages_within_budget"] < plan["messages"]
-    assert set(plan["rates"]) == {"source", "prompt_tps", "output_tps", "prompt_tokens_per_char", "output_tokens_per_char", "seconds_per_char"}
+    assert set(plan["rates"]) == {
+        "source",
+        "prompt_tps",
+        "output_tps",
+        "prompt_tokens_per_char",
+        "output_tokens_per_char",
+        "seconds_per_char",
+    }
 
 
 def test_partition_by_the_model_is_estimated_with_its_calls_and_time(cache, tmp_path):
@@ -166,7 +201,9 @@ def test_rates_source_follows_what_is_known(cache, tmp_path):
     # The probe's speeds, on the token counts of a real ingest (its 12-message
     # sample overstates tokens per character); 4x the built-in tiny speed.
     tiny = rates.BUILTIN["tiny"]
-    assert plan["rates"]["prompt_tps"] == 500.0 and plan["rates"]["prompt_tokens_per_char"] == pytest.approx(tiny.prompt_tokens_per_char, rel=1e-3)
+    assert plan["rates"]["prompt_tps"] == 500.0 and plan["rates"]["prompt_tokens_per_char"] == pytest.approx(
+        tiny.prompt_tokens_per_char, rel=1e-3
+    )
     assert plan["prompt_tokens"] == round(plan["characters"] * tiny.prompt_tokens_per_char)
     assert plan["rates"]["seconds_per_char"] < tiny.seconds_per_char
 
@@ -215,7 +252,12 @@ def test_loads_no_model_library(cache, tmp_path):
     )
     run = subprocess.run(
         [sys.executable, "-c", code, "ingest", str(EXAMPLE), "--db", str(tmp_path / "x.db"), "--dry-run"],
-        capture_output=True, text=True, env=env, cwd=REPO, stdin=subprocess.DEVNULL, timeout=120,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
     )
     assert run.returncode == 0, run.stderr
     assert "HEAVY=[]" in run.stderr and "dry run" in run.stdout
@@ -242,14 +284,12 @@ def test_a_broken_rates_file_counts_as_none(tmp_path):
 
 
 def test_from_database_after_a_fake_ingest(seeded):
-    db = Database(seeded, create=False)
+    db = SqliteStore(seeded, create=False)
     try:
         found = rates.from_database(db, "default", "small")
         assert rates.from_database(db, "default", "other-model") is None
         assert rates.from_database(db, "nobody", "small") is None
-        calls = db.one(
-            "SELECT sum(prompt_tokens) AS p, sum(completion_tokens) AS c FROM llm_calls WHERE user_id = 'default'"
-        )
+        calls = db.one("SELECT sum(prompt_tokens) AS p, sum(completion_tokens) AS c FROM llm_calls WHERE user_id = 'default'")
         chars = db.one("SELECT sum(length(content)) AS n FROM messages WHERE episode_id IS NOT NULL")["n"]
     finally:
         db.close()

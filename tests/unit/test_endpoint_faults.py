@@ -28,7 +28,7 @@ from nemori_cli.llm import openai_compat
 from nemori_cli.llm.base import ContextOverflow, StructuredLLM
 from nemori_cli.llm.openai_compat import OpenAICompatBackend
 from nemori_cli.stages import Stage
-from nemori_cli.store.db import Database
+from nemori_cli.store.sqlite import SqliteStore
 from tests.conftest import REPO
 from tests.support.fault_server import FaultServer
 from tests.unit.fake_ingest import answer, conversation, isolate, write_jsonl
@@ -57,7 +57,9 @@ def _closed_port() -> int:
 
 
 def backend(url: str, **kw) -> OpenAICompatBackend:
-    return OpenAICompatBackend(name="faulty", base_url=url, model="fault-model", timeout=TIMEOUT, connect_timeout=TIMEOUT, backoff=0.01, **kw)
+    return OpenAICompatBackend(
+        name="faulty", base_url=url, model="fault-model", timeout=TIMEOUT, connect_timeout=TIMEOUT, backoff=0.01, **kw
+    )
 
 
 def complete(server: FaultServer):
@@ -131,7 +133,15 @@ def test_an_unusable_endpoint_is_a_model_error_after_bounded_retries(fault, requ
 
 @pytest.mark.parametrize(
     "script",
-    [("http503", "ok"), ("http429", "http502", "ok"), ("close", "ok"), ("body_cut", "ok"), ("hang", "ok"), ("malformed", "ok"), ("html", "ok")],
+    [
+        ("http503", "ok"),
+        ("http429", "http502", "ok"),
+        ("close", "ok"),
+        ("body_cut", "ok"),
+        ("hang", "ok"),
+        ("malformed", "ok"),
+        ("html", "ok"),
+    ],
 )
 def test_a_transient_fault_is_retried_and_the_answer_kept(script):
     with FaultServer(*script, hang_s=2) as server:
@@ -194,9 +204,8 @@ def test_a_request_turned_down_in_json_still_proves_the_api():
 
 @pytest.mark.parametrize("everything", ["http404", "html"])
 def test_404_or_html_everywhere_is_not_an_openai_endpoint(everything):
-    with FaultServer(everything=everything) as server:
-        with pytest.raises(ModelError, match="is not an OpenAI-compatible endpoint") as caught:
-            backend(server.url).check_reachable()
+    with FaultServer(everything=everything) as server, pytest.raises(ModelError, match="is not an OpenAI-compatible endpoint") as caught:
+        backend(server.url).check_reachable()
     assert "/v1" in caught.value.message and len(server.requests) == 2
 
 
@@ -212,9 +221,8 @@ def test_404_or_html_everywhere_is_not_an_openai_endpoint(everything):
     ],
 )
 def test_the_check_refuses_an_endpoint_that_cannot_answer(kw, says):
-    with FaultServer(**kw, hang_s=2) as server:
-        with pytest.raises(ModelError, match=None) as caught:
-            backend(server.url).check_reachable()
+    with FaultServer(**kw, hang_s=2) as server, pytest.raises(ModelError, match=None) as caught:
+        backend(server.url).check_reachable()
     assert says in caught.value.message
 
 
@@ -338,7 +346,9 @@ def test_an_endpoint_that_answers_nothing_usable_stops_ingest_with_the_work_pend
 def test_the_same_holds_for_a_memory_without_episodes(cli):
     with FaultServer(default="malformed") as server:
         cli.use(server.url)
-        run = cli.ingest("--memory", "amem", "--build", "now")  # auto would only store: 16 notes at an unknown endpoint's rates exceed its bar
+        run = cli.ingest(
+            "--memory", "amem", "--build", "now"
+        )  # auto would only store: 16 notes at an unknown endpoint's rates exceed its bar
     assert run.code == 3 and "gave no usable answer: all" in run.one_line()
     stats = cli.stats()
     assert (stats["pending"], stats["notes"]) == (16, 0) and stats["failed"] == stats["calls"] >= 1
@@ -356,7 +366,14 @@ def test_after_the_endpoint_recovers_the_same_ingest_resumes(cli):
     assert report["added"] == 0 and report["episodes"] == 4 and report["pending"] == 0
 
 
-@pytest.mark.parametrize("fault, says", [("http503", "HTTP 503 on /chat/completions after 3 attempts"), ("hang", "no answer to /chat/completions"), ("close", "connection closed")])
+@pytest.mark.parametrize(
+    "fault, says",
+    [
+        ("http503", "HTTP 503 on /chat/completions after 3 attempts"),
+        ("hang", "no answer to /chat/completions"),
+        ("close", "connection closed"),
+    ],
+)
 def test_an_endpoint_failing_mid_run_stops_ingest_resumable_and_logged(cli, fault, says):
     with FaultServer(default=fault, hang_s=2, answer=answer) as server:
         cli.use(server.url)
@@ -399,7 +416,7 @@ def test_one_context_overflow_is_a_counted_fallback_without_a_warning(cli):
     assert run.code == 0 and run.err == "", run.err
     report = json.loads(run.out)
     assert report["llm_failed"] == 1 and report["fallbacks"] >= 1 and report["episodes"] == 4
-    db = Database(cli.db, create=False)
+    db = SqliteStore(cli.db, create=False)
     try:
         details = [r["detail"] for r in db.query("SELECT detail FROM stage_events WHERE kind = 'fallback'")]
     finally:
@@ -416,7 +433,9 @@ def memory(cli):
     return cli
 
 
-@pytest.mark.parametrize("fault, says", [("refusal", "Invalid JSON"), ("overflow", "longer than the model's context"), ("html", "answered HTML")])
+@pytest.mark.parametrize(
+    "fault, says", [("refusal", "Invalid JSON"), ("overflow", "longer than the model's context"), ("html", "answered HTML")]
+)
 def test_ask_with_an_unusable_answer_says_so_and_counts_it(memory, fault, says):
     before = memory.stats()
     with FaultServer(default=fault) as server:

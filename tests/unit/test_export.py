@@ -19,9 +19,9 @@ from nemori_cli.errors import NemoriError
 from nemori_cli.llm.base import StructuredLLM
 from nemori_cli.llm.fake import FakeBackend
 from nemori_cli.store import export
-from nemori_cli.store.db import Database
 from nemori_cli.store.migrations import MIGRATIONS
-from tests.conftest import sqlite_only, REPO
+from nemori_cli.store.sqlite import SqliteStore
+from tests.conftest import REPO
 from tests.unit.fake_ingest import isolate, nemori, write_jsonl
 
 NEWEST = max(m[0] for m in MIGRATIONS)
@@ -48,7 +48,10 @@ def answer(messages, schema) -> dict:
     if title == "Partition":
         return {"boundaries": []}
     if title in ("Narrative", "MergedEpisode"):
-        return {"title": f"Ann and Bob on the {topic}", "narrative": f"Ann and Bob talked about the {topic}, and Ann said she would come back to it."}
+        return {
+            "title": f"Ann and Bob on the {topic}",
+            "narrative": f"Ann and Bob talked about the {topic}, and Ann said she would come back to it.",
+        }
     if title == "Continuation":
         earlier, _, new = messages[-1]["content"].partition("NEW episode:")
         if "Lisbon" in earlier:  # the integration self-check's fixed cases
@@ -62,10 +65,16 @@ def answer(messages, schema) -> dict:
     if title == "NoteAttributes":
         return {"keywords": [topic], "context": f"Ann and Bob talk about the {topic}.", "tags": [topic]}
     if title == "LinkDecision":
-        offered = [int(line[1:].split("]", 1)[0]) for line in messages[-1]["content"].split("Nearby memories:\n", 1)[1].splitlines() if line.startswith("[")]
+        offered = [
+            int(line[1:].split("]", 1)[0])
+            for line in messages[-1]["content"].split("Nearby memories:\n", 1)[1].splitlines()
+            if line.startswith("[")
+        ]
         updates = [{"id": offered[0], "context": f"Ann and Bob came back to the {topic}.", "tags": [topic, "again"]}] if offered else []
         return {"links": offered, "updates": updates}
-    return {"Prediction": {"prediction": "Ann and Bob talked."}, "Summary": {"summary": f"Ann and Bob talked, last about the {topic}."}}[title]
+    return {"Prediction": {"prediction": "Ann and Bob talked."}, "Summary": {"summary": f"Ann and Bob talked, last about the {topic}."}}[
+        title
+    ]
 
 
 def chat(topics, start=datetime(2023, 5, 8, 10, 0), per_topic=4, who=("Ann", "Bob")) -> list[dict]:
@@ -109,7 +118,7 @@ def build(tmp: Path, name: str, memory: str = "native", user: str = "ann", topic
 
 def dump(path: Path) -> dict[str, list]:
     """Every row of every table but SQLite's and the virtual tables' storage, found without store/export.py's help."""
-    db = Database(path, create=False)
+    db = SqliteStore(path, create=False)
     try:
         out = {}
         for r in db.query("SELECT name, sql FROM sqlite_master WHERE type = 'table' ORDER BY name"):
@@ -123,7 +132,11 @@ def dump(path: Path) -> dict[str, list]:
             elif "USING fts5" in r["sql"]:
                 out[name] = db.query(f"SELECT rowid, * FROM {name} ORDER BY rowid")
             elif not _storage(db, name):
-                out[name] = db.query(f"SELECT rowid, * FROM {name} ORDER BY rowid" if "WITHOUT ROWID" not in r["sql"] else f"SELECT * FROM {name} ORDER BY 1, 2")
+                out[name] = db.query(
+                    f"SELECT rowid, * FROM {name} ORDER BY rowid"
+                    if "WITHOUT ROWID" not in r["sql"]
+                    else f"SELECT * FROM {name} ORDER BY 1, 2"
+                )
         return out
     finally:
         db.close()
@@ -137,8 +150,15 @@ def _storage(db, name: str) -> bool:
 def shown(db: Path, user: str = "ann") -> dict[str, str]:
     """What the read commands print about this memory; the timing of a search aside."""
     out = {}
-    for args in (("inspect", "episodes", "--all"), ("inspect", "facts", "--all"), ("inspect", "messages"), ("inspect", "notes"),
-                 ("inspect", "summary", "--history"), ("inspect", "episode", "1"), ("inspect", "fact", "2")):
+    for args in (
+        ("inspect", "episodes", "--all"),
+        ("inspect", "facts", "--all"),
+        ("inspect", "messages"),
+        ("inspect", "notes"),
+        ("inspect", "summary", "--history"),
+        ("inspect", "episode", "1"),
+        ("inspect", "fact", "2"),
+    ):
         for json_flag in ((), ("--json",)):
             run = nemori(*args, *json_flag, "--db", db, "--user", user)
             out[" ".join(args + json_flag)] = (run.exit_code, run.stdout)
@@ -165,6 +185,7 @@ def lines(path: Path) -> list[dict]:
 
 
 # -- the round trip -------------------------------------------------------------
+
 
 @pytest.mark.parametrize("memory", ["native", "amem", "summary", "nemori+amem"])
 def test_export_then_import_restores_every_row_and_every_answer(world, memory):
@@ -214,7 +235,16 @@ def test_every_table_of_the_schema_is_exported_or_derived(db):
     db.bind_embedder("fake-bow:64", 64)
     found = {t.name: t.kind for t in export.tables(db)}
     assert {n for n, k in found.items() if k == "rows"} >= {
-        "messages", "episodes", "facts", "fact_sources", "summaries", "notes", "note_links", "note_evolutions", "llm_calls", "stage_events"
+        "messages",
+        "episodes",
+        "facts",
+        "fact_sources",
+        "summaries",
+        "notes",
+        "note_links",
+        "note_evolutions",
+        "llm_calls",
+        "stage_events",
     }
     assert {n for n, k in found.items() if k == "vectors"} == {"episode_vec", "fact_vec", "note_vec", "message_vec"}
     assert {n for n, k in found.items() if k == "text"} == {"episode_fts", "fact_fts", "note_fts", "message_fts"}
@@ -225,6 +255,7 @@ def test_every_table_of_the_schema_is_exported_or_derived(db):
 
 
 # -- one user only -----------------------------------------------------------------
+
 
 def test_an_export_holds_one_user_and_restores_only_them(world):
     src = build(world, "two", user="ann")
@@ -251,6 +282,7 @@ def test_exporting_a_user_with_nothing_stored_says_so(world):
 
 
 # -- refusals write nothing ---------------------------------------------------------
+
 
 def _files(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
@@ -280,17 +312,32 @@ MALFORMED = {
     "not JSON": (lambda ls: ls[:3] + ["{not json\n"] + ls[4:], ":4: not JSON"),
     "cut mid-line": (lambda ls: ls[:-3] + [ls[-3][: len(ls[-3]) // 2]], f":{0}: not JSON"),
     "cut between lines": (lambda ls: ls[:-1], "without the export's closing line: the file was cut short"),
-    "a line missing": (lambda ls: ls[: _row_line(ls, "llm_calls")] + ls[_row_line(ls, "llm_calls") + 1 :], "lines are missing or were added"),
+    "a line missing": (
+        lambda ls: ls[: _row_line(ls, "llm_calls")] + ls[_row_line(ls, "llm_calls") + 1 :],
+        "lines are missing or were added",
+    ),
     "a line after the end": (lambda ls: ls + [ls[1]], "a line after the export's closing line"),
     "format version 2": (lambda ls: _edit(ls, 0, lambda h: h.update(nemori_export=2)), ":1: export format 2; this nemori reads format 1"),
-    "newer schema": (lambda ls: _edit(ls, 0, lambda h: h.update(schema=NEWEST + 1)), f":1: the export is of schema {NEWEST + 1}, newer than this nemori's {NEWEST}"),
+    "newer schema": (
+        lambda ls: _edit(ls, 0, lambda h: h.update(schema=NEWEST + 1)),
+        f":1: the export is of schema {NEWEST + 1}, newer than this nemori's {NEWEST}",
+    ),
     "no such table": (lambda ls: _edit(ls, 2, lambda r: r.update(table="nope")), ":3: no table 'nope'"),
     "a derived table": (lambda ls: _edit(ls, 2, lambda r: r.update(table="episode_fts_data")), ":3: no table 'episode_fts_data'"),
     "no such column": (lambda ls: _edit(ls, 2, lambda r: r["row"].update(mood="x")), ":3: table episodes has no column 'mood'"),
-    "another user's row": (lambda ls: _edit(ls, 2, lambda r: r["row"].update(user_id="bob")), ":3: a row of user 'bob' in an export of user 'ann'"),
-    "a dangling reference": (lambda ls: _edit(ls, _row_line(ls, "messages"), lambda r: r["row"].update(episode_id=999)), "this messages row refers to a row of episodes that is not in the export"),
+    "another user's row": (
+        lambda ls: _edit(ls, 2, lambda r: r["row"].update(user_id="bob")),
+        ":3: a row of user 'bob' in an export of user 'ann'",
+    ),
+    "a dangling reference": (
+        lambda ls: _edit(ls, _row_line(ls, "messages"), lambda r: r["row"].update(episode_id=999)),
+        "this messages row refers to a row of episodes that is not in the export",
+    ),
     "a duplicate id": (lambda ls: ls[:3] + ls[2:], ":4: episodes refused the row"),
-    "a vector of the wrong width": (lambda ls: _edit(ls, _row_line(ls, "episode_vec"), lambda r: r["row"].update(embedding={"base64": "AAAAAA=="})), "episode_vec refused the row"),
+    "a vector of the wrong width": (
+        lambda ls: _edit(ls, _row_line(ls, "episode_vec"), lambda r: r["row"].update(embedding={"base64": "AAAAAA=="})),
+        "episode_vec refused the row",
+    ),
 }
 
 
@@ -311,7 +358,7 @@ def test_a_malformed_export_is_refused_with_its_line_and_nothing_is_written(worl
 
 def test_a_target_that_holds_memory_is_refused_and_unchanged(world, exported):
     for holder in (world / "src.db", build(world, "bobs", user="bob")):
-        db = Database(holder)
+        db = SqliteStore(holder)
         db.checkpoint()
         db.close()
         before = _files(world)
@@ -322,14 +369,14 @@ def test_a_target_that_holds_memory_is_refused_and_unchanged(world, exported):
 
 def test_an_existing_empty_database_takes_the_export(world, exported):
     target = world / "empty.db"
-    Database(target).close()  # a nemori file with the schema and nothing in it
+    SqliteStore(target).close()  # a nemori file with the schema and nothing in it
     ok("import-memory", world / "ann.jsonl", "--db", target)
     assert dump(target) == dump(world / "src.db")
 
 
 def test_an_empty_database_bound_to_another_embedder_is_refused(world, exported):
     target = world / "other.db"
-    db = Database(target)
+    db = SqliteStore(target)
     db.bind_embedder("other-model:32", 32)
     db.close()
     before = _files(world)
@@ -361,7 +408,7 @@ def test_an_export_of_an_older_schema_is_upgraded_like_its_file_would_be(world, 
     strip = lambda rows: [{k: v for k, v in r.items() if k not in fact_columns} for r in rows]  # noqa: E731
     assert strip(restored["facts"]) == strip(original["facts"])
     assert [r["valid_from"] for r in restored["facts"]] == [r["valid_from"] for r in original["facts"]]
-    db = Database(world / "old.db")
+    db = SqliteStore(world / "old.db")
     assert db.schema_version() == NEWEST
     db.close()
 
@@ -374,6 +421,7 @@ def test_an_export_of_an_older_schema_is_upgraded_like_its_file_would_be(world, 
 
 # -- the journal ---------------------------------------------------------------------
 
+
 def test_the_markdown_journal_reads_as_a_diary(world):
     src = build(world, "src")
     said = ok("export", "--format", "markdown", "--db", src, "--user", "ann", "--out", world / "journal")
@@ -385,7 +433,10 @@ def test_the_markdown_journal_reads_as_a_diary(world):
     # The kayak day and the paddling two days later became one episode: one section, both days.
     assert "## Monday 8 May 2023, 10:00 – Wednesday 10 May 2023, 10:03 · Ann and Bob on the kayak" in may
     assert may.count("· Ann and Bob on the kayak") == 1 and "on the paddle" not in may
-    assert "## Tuesday 9 May 2023, 10:00–10:03 · Ann and Bob on the piano\n\nOn 9 May 2023: Ann and Bob talked about the piano, and Ann said she would come back to it." in may
+    assert (
+        "## Tuesday 9 May 2023, 10:00–10:03 · Ann and Bob on the piano\n\nOn 9 May 2023: Ann and Bob talked about the piano, and Ann said she would come back to it."
+        in may
+    )
     assert "- Bob plays the piano every evening.\n" in may and "- Ann paddles her red kayak every week.\n" in may
     assert "- ~~Ann works as a nurse.~~ *(later, since 11 May 2023: Ann quit nursing and now works as a pilot.)*" in may
     assert may.index("on the kayak") < may.index("on the piano") < may.index("on the garden")
@@ -427,8 +478,15 @@ def test_the_command_says_one_line_and_exits_2_without_a_traceback(world, export
     code = "import sys; from nemori_cli.cli.app import main; sys.argv = ['nemori', *sys.argv[1:]]; main()"
     run = subprocess.run(
         [sys.executable, "-c", code, "import-memory", str(bad), "--db", str(world / "new.db")],
-        capture_output=True, text=True, env=env, cwd=REPO, stdin=subprocess.DEVNULL, timeout=120,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
     )
     assert run.returncode == 2 and run.stdout == ""
-    assert run.stderr.splitlines() == [f"nemori: error: {bad}:4: not JSON (Expecting property name enclosed in double quotes, column 2); nothing was imported"]
+    assert run.stderr.splitlines() == [
+        f"nemori: error: {bad}:4: not JSON (Expecting property name enclosed in double quotes, column 2); nothing was imported"
+    ]
     assert not (world / "new.db").exists()

@@ -13,8 +13,8 @@ from nemori_cli.memory.profile import Profile
 from nemori_cli.store import facts as fact_sql
 from nemori_cli.store import forget
 from nemori_cli.store import predictions as prediction_sql
-from nemori_cli.store.db import Database
 from nemori_cli.store.migrations import MIGRATIONS
+from nemori_cli.store.sqlite import SqliteStore
 from tests.unit.asof_world import BERLIN, LISBON, PREDICTED, build
 from tests.unit.fake_ingest import isolate, nemori
 from tests.unit.test_upgrades import _old_file
@@ -32,6 +32,7 @@ def test_each_episode_keeps_what_was_predicted_and_what_it_missed(db, llm, backe
 
 def test_the_record_and_the_facts_are_one_unit_of_work(db, llm, backend, embedder, monkeypatch):
     """A failure after the record is written rolls it back with the episode: never a record without its facts, or facts without it."""
+
     def fail(*args, **kwargs):
         raise ModelError("the endpoint went away")
 
@@ -58,11 +59,12 @@ def test_forgetting_a_fact_blanks_the_records_that_could_tell_it(db, llm, backen
 
 # -- inspect fact ------------------------------------------------------------------
 
+
 @pytest.fixture
 def moved(tmp_path, monkeypatch, llm, backend, embedder):
     isolate(monkeypatch, tmp_path)
     path = tmp_path / "moved.db"
-    db = Database(path)
+    db = SqliteStore(path)
     build(db, llm, backend, embedder)
     db.close()
     return str(path)
@@ -92,8 +94,14 @@ def test_inspect_fact_json_says_the_same(moved):
     assert (shown["episode_id"], shown["valid_from"], shown["valid_until"]) == (2, "2024-06-10T09:03:00", None)
     assert shown["episode"]["id"] == 2 and shown["episode"]["narrative"].startswith("On 8 May 2023")
     assert shown["prediction"] == {
-        "recorded": True, "method": "predicted", "note": None, "predicted": PREDICTED, "evoked": [LISBON],
-        "missed": [BERLIN], "dropped": [], "created_at": shown["prediction"]["created_at"],
+        "recorded": True,
+        "method": "predicted",
+        "note": None,
+        "predicted": PREDICTED,
+        "evoked": [LISBON],
+        "missed": [BERLIN],
+        "dropped": [],
+        "created_at": shown["prediction"]["created_at"],
     }
     older = json.loads(_inspect(moved, "1", "--json"))
     assert (older["status"], older["valid_until"]) == ("superseded", "2024-06-10T09:03:00")
@@ -111,7 +119,7 @@ def test_inspect_a_superseded_fact_with_nothing_predicted(moved):
 def test_inspect_a_direct_fact_says_there_was_no_prediction(tmp_path, monkeypatch, llm, backend, embedder):
     isolate(monkeypatch, tmp_path)
     path = tmp_path / "direct.db"
-    db = Database(path)
+    db = SqliteStore(path)
     build(db, llm, backend, embedder, profile=Profile(facts=True, integrate=False, distill="direct"))
     db.close()
     text = _inspect(str(path), "2")
@@ -123,7 +131,7 @@ def test_a_fact_from_before_the_record_says_so(tmp_path, monkeypatch):
     isolate(monkeypatch, tmp_path)
     path = tmp_path / "v6.db"
     _old_file(path, 6)  # a fact from episode 1 (2024-01-01 10:00-11:00), made before schema 7
-    Database(path, create=False).close()
+    SqliteStore(path, create=False).close()
     shown = json.loads(_inspect(str(path), "1", "--json"))
     assert shown["prediction"] == {"recorded": False, "note": "not recorded (made before schema 7)"}
     assert (shown["episode_id"], shown["valid_from"]) == (1, "2024-01-01T11:00:00")  # backfilled from its episode

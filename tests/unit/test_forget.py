@@ -12,16 +12,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from nemori_cli.domain import CallRecord
 from nemori_cli.embed.base import identity
 from nemori_cli.errors import StoreError
-from nemori_cli.domain import CallRecord
 from nemori_cli.store import episodes as episode_sql
 from nemori_cli.store import facts as fact_sql
-from nemori_cli.store import forget
+from nemori_cli.store import forget, telemetry
 from nemori_cli.store import messages as message_sql
-from nemori_cli.store import telemetry
-from nemori_cli.store.db import Database, now_iso
-from tests.conftest import sqlite_only, REPO, make_messages
+from nemori_cli.store.sqlite import SqliteStore, now_iso
+from tests.conftest import REPO, make_messages, sqlite_only
 
 SECRET = "Zyxquorbian"  # alice's made-up word: must not survive in the file
 _start = iter(datetime(2023, 5, 8) + timedelta(days=i) for i in range(10**4))
@@ -92,7 +91,8 @@ def _fill_user(db, embedder, user, word, vector_seed=None):
         new = _fact(db, embedder, user, f"{user} loves {word} coffee now", [e1, e2], vector=vec(3))
         _supersede(db, "facts", old, new)
         telemetry.write(
-            db, user,
+            db,
+            user,
             [CallRecord("episode", "fake", 10, 5, 1.0, 1, "ok")],
             [telemetry.EventRecord("episode", "repaired", f"{word} json repaired")],
         )
@@ -101,6 +101,7 @@ def _fill_user(db, embedder, user, word, vector_seed=None):
 
 
 # -- forget --user -------------------------------------------------------------
+
 
 def test_forget_user_leaves_nothing_behind(db, embedder):
     db.bind_embedder(identity(embedder), embedder.dimensions)
@@ -137,12 +138,12 @@ def test_forget_user_leaves_nothing_behind(db, embedder):
 
 
 def test_forget_user_with_nothing_stored_is_an_error(db):
-    with pytest.raises(StoreError, match="nothing stored for user nobody"):
-        with db.transaction():
-            forget.forget_user(db, "nobody")
+    with pytest.raises(StoreError, match="nothing stored for user nobody"), db.transaction():
+        forget.forget_user(db, "nobody")
 
 
 # -- forget episode ------------------------------------------------------------
+
 
 @pytest.fixture
 def story(db, embedder):
@@ -200,15 +201,12 @@ def test_forget_episode_removes_what_only_it_gave(db, embedder, story):
 
 def test_forget_episode_refuses_unknown_and_merged_ids(db, story):
     s = story
-    with pytest.raises(StoreError, match="no episode 999 for user alice"):
-        with db.transaction():
-            forget.forget_episode(db, "alice", 999)
-    with pytest.raises(StoreError, match=f"no episode {s['E3']} for user alice"):  # bob's
-        with db.transaction():
-            forget.forget_episode(db, "alice", s["E3"])
-    with pytest.raises(StoreError, match=f"merged into E{s['E1']}; forget E{s['E1']}"):
-        with db.transaction():
-            forget.forget_episode(db, "alice", s["P"])
+    with pytest.raises(StoreError, match="no episode 999 for user alice"), db.transaction():
+        forget.forget_episode(db, "alice", 999)
+    with pytest.raises(StoreError, match=f"no episode {s['E3']} for user alice"), db.transaction():  # bob's
+        forget.forget_episode(db, "alice", s["E3"])
+    with pytest.raises(StoreError, match=f"merged into E{s['E1']}; forget E{s['E1']}"), db.transaction():
+        forget.forget_episode(db, "alice", s["P"])
     assert db.one("SELECT count(*) AS n FROM episodes")["n"] == 4
 
 
@@ -246,6 +244,7 @@ def test_forgotten_episode_is_gone_from_the_file_without_vacuum(db, embedder):
 
 # -- forget fact ---------------------------------------------------------------
 
+
 def test_forget_fact_removes_it_and_the_chain_it_superseded(db, embedder):
     db.bind_embedder(identity(embedder), embedder.dimensions)
     with db.transaction():
@@ -270,12 +269,12 @@ def test_forget_fact_removes_it_and_the_chain_it_superseded(db, embedder):
         assert db.query(f"SELECT {column} FROM {table} WHERE {column} IN (?, ?, ?)", gone) == []
     assert fact_sql.text_search(db, "alice", "lives", 5) == []
     assert episode_sql.get(db, "alice", e) is not None  # the episode stays
-    with pytest.raises(StoreError, match=f"no fact {a} for user alice"):
-        with db.transaction():
-            forget.forget_fact(db, "alice", a)
+    with pytest.raises(StoreError, match=f"no fact {a} for user alice"), db.transaction():
+        forget.forget_fact(db, "alice", a)
 
 
 # -- the command ---------------------------------------------------------------
+
 
 def _cli(*args: str, check_modules: bool = False) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("NEMORI_")}
@@ -291,14 +290,19 @@ def _cli(*args: str, check_modules: bool = False) -> subprocess.CompletedProcess
         code += "main()\n"
     return subprocess.run(
         [sys.executable, "-c", code, *args],
-        capture_output=True, text=True, env=env, cwd=REPO, stdin=subprocess.DEVNULL, timeout=120,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
     )
 
 
 @pytest.fixture
 def db_file(tmp_path, embedder) -> tuple[Path, dict]:
     path = tmp_path / "cli.db"
-    db = Database(path)
+    db = SqliteStore(path)
     db.bind_embedder(identity(embedder), embedder.dimensions)
     ids = {}
     with db.transaction():
@@ -314,7 +318,7 @@ def test_cli_refuses_a_whole_user_without_yes_off_a_terminal(db_file):
     run = _cli("forget", "--db", str(path), "--user", "alice")
     assert run.returncode == 2
     assert run.stderr.splitlines() == ["nemori: error: refusing to forget user alice without --yes"]
-    db = Database(path, create=False)
+    db = SqliteStore(path, create=False)
     assert db.one("SELECT count(*) AS n FROM messages WHERE user_id = 'alice'")["n"] == 5
     db.close()
 
@@ -327,7 +331,7 @@ def test_cli_forgets_a_user_with_yes_and_prints_counts(db_file):
     assert out["user"] == "alice"
     assert out["counts"]["messages"] == 5 and out["counts"]["episodes"] == 2 and out["counts"]["facts"] == 2
     assert "HEAVY=[]" in run.stderr
-    db = Database(path, create=False)
+    db = SqliteStore(path, create=False)
     assert db.one("SELECT count(*) AS n FROM messages WHERE user_id = 'alice'")["n"] == 0
     assert db.one("SELECT count(*) AS n FROM messages WHERE user_id = 'bob'")["n"] == 2
     db.close()
@@ -371,6 +375,6 @@ def test_cli_asks_on_a_terminal(db_file, monkeypatch):
     accepted = CliRunner().invoke(app, ["forget", "--db", str(path), "--user", "alice"], input="y\n")
     assert accepted.exit_code == 0, accepted.output
     assert "forgot user alice: " in accepted.output
-    db = Database(path, create=False)
+    db = SqliteStore(path, create=False)
     assert db.one("SELECT count(*) AS n FROM messages WHERE user_id = 'alice'")["n"] == 0
     db.close()

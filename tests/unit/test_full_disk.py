@@ -29,10 +29,11 @@ from nemori_cli.llm.base import StructuredLLM
 from nemori_cli.llm.fake import FakeBackend
 from nemori_cli.pipeline.runner import Pipeline
 from nemori_cli.store import messages as message_sql
-from nemori_cli.store.db import Database
+from nemori_cli.store.sqlite import SqliteStore
 from tests.conftest import REPO, make_messages
 from tests.support import full_disk
-from tests.unit.fake_ingest import isolate, nemori as nemori_in_process, use_fakes, write_jsonl
+from tests.unit.fake_ingest import isolate, use_fakes, write_jsonl
+from tests.unit.fake_ingest import nemori as nemori_in_process
 from tests.unit.isolation_world import MARKERS, TOPICS, echo, half_made, messages_for
 
 pytestmark = pytest.mark.skipif(not hasattr(resource, "RLIMIT_FSIZE"), reason="no file-size limit on this system")
@@ -51,7 +52,12 @@ def child(tmp_path, what: str, *args: str, limit: int) -> subprocess.CompletedPr
     env.update(PYTHONPATH=str(REPO), NEMORI_CACHE_DIR=str(tmp_path / "cache"), XDG_CONFIG_HOME=str(tmp_path / "config"))
     return subprocess.run(
         [sys.executable, "-m", "tests.support.full_disk", what, *args],
-        preexec_fn=limited, capture_output=True, text=True, cwd=REPO, env=env, timeout=120,
+        preexec_fn=limited,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=120,
     )
 
 
@@ -61,9 +67,9 @@ def one_line(run: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
-def whole(path) -> Database:
+def whole(path) -> SqliteStore:
     """The file after the failure: it opens, SQLite finds it sound, and no unit of work in it is cut in two."""
-    db = Database(path, create=False)
+    db = SqliteStore(path, create=False)
     assert db.one("PRAGMA integrity_check")["integrity_check"] == "ok"
     assert db.query("PRAGMA foreign_key_check") == []
     assert half_made(db) == []
@@ -89,7 +95,9 @@ def test_a_unit_of_work_at_the_limit_is_one_line_and_leaves_the_batches_before_i
     assert committed == list(range(len(committed))) and len(committed) >= 2  # some batches went in before the disk was full
     assert error.startswith(f"writing {path} failed (File too large, SQLITE_IOERR_WRITE)") and error.endswith(ROLLED_BACK)
     db = whole(path)
-    stored = {n: db.one("SELECT count(*) AS n FROM messages WHERE content LIKE ?", (f"batch{n} %",))["n"] for n in range(len(committed) + 1)}
+    stored = {
+        n: db.one("SELECT count(*) AS n FROM messages WHERE content LIKE ?", (f"batch{n} %",))["n"] for n in range(len(committed) + 1)
+    }
     assert stored == {**{n: full_disk.BATCH for n in committed}, len(committed): 0}  # every batch whole, the failed one absent
     # Room again: the batch that failed goes in, as one more unit of work.
     pipe = Pipeline(db, "alice", StructuredLLM(FakeBackend()), FakeEmbedder(full_disk.DIMENSIONS))
@@ -101,7 +109,7 @@ def test_a_unit_of_work_at_the_limit_is_one_line_and_leaves_the_batches_before_i
 def test_sqlite_full_is_one_line_too_and_the_rows_before_it_stay(tmp_path):
     """SQLITE_FULL (a real disk's ENOSPC) played by SQLite itself: a page limit on the connection."""
     path = tmp_path / "memory.db"
-    db = Database(path)
+    db = SqliteStore(path)
     pipe = Pipeline(db, "alice", StructuredLLM(FakeBackend()), FakeEmbedder(full_disk.DIMENSIONS))
     pipe.add_messages(full_disk.batch(0))
     pages = db.one("PRAGMA page_count")["page_count"]
@@ -120,8 +128,12 @@ def test_sqlite_full_is_one_line_too_and_the_rows_before_it_stay(tmp_path):
 def _chat(path, n: int, first: int, words: int = 80):
     start = datetime(2023, 5, 1, 9)
     rows = [
-        {"id": f"m{first + i}", "speaker": "Ann" if i % 2 == 0 else "Bob", "timestamp": (start + timedelta(hours=first + i)).isoformat(),
-         "content": f"{TOPICS[i % 4]} " + " ".join(f"w{first + i}x{j}" for j in range(words))}
+        {
+            "id": f"m{first + i}",
+            "speaker": "Ann" if i % 2 == 0 else "Bob",
+            "timestamp": (start + timedelta(hours=first + i)).isoformat(),
+            "content": f"{TOPICS[i % 4]} " + " ".join(f"w{first + i}x{j}" for j in range(words)),
+        }
         for i in range(n)
     ]
     return write_jsonl(path, rows)
@@ -151,9 +163,15 @@ def test_ingest_on_a_full_disk_is_one_line_keeps_what_it_had_and_resumes(tmp_pat
 
 def _stored_not_processed(path) -> int:
     """48 messages of alice, 12 days of 4, stored and pending; returns the file's size."""
-    db = Database(path)
+    db = SqliteStore(path)
     pipe = Pipeline(db, "alice", StructuredLLM(FakeBackend(default=echo)), FakeEmbedder(full_disk.DIMENSIONS))
-    pipe.add_messages([m for day in range(12) for m in messages_for(MARKERS[0], TOPICS[day % 4], 4, datetime(2023, 5, 1, 9) + timedelta(days=day), 4 * day)])
+    pipe.add_messages(
+        [
+            m
+            for day in range(12)
+            for m in messages_for(MARKERS[0], TOPICS[day % 4], 4, datetime(2023, 5, 1, 9) + timedelta(days=day), 4 * day)
+        ]
+    )
     db.close()
     return path.stat().st_size
 
@@ -187,15 +205,21 @@ def test_flush_on_a_full_disk_keeps_whole_episodes_and_resumes(tmp_path):
 
 def test_a_folder_gone_between_runs_is_one_line_for_every_command_that_reads(tmp_path):
     folder = tmp_path / "memories"
-    db = Database(folder / "memory.db")
+    db = SqliteStore(folder / "memory.db")
     with db.transaction():
         message_sql.insert_messages(db, "alice", make_messages(3))
     db.close()
     shutil.rmtree(folder)
     path = str(folder / "memory.db")
     for command in (["stats"], ["inspect", "episodes"], ["search", "anything"], ["ask", "anything"], ["flush"], ["forget", "episode", "1"]):
-        run = subprocess.run([sys.executable, "-m", "nemori_cli", *command, "--db", path], capture_output=True, text=True, cwd=REPO,
-                             env={k: v for k, v in os.environ.items() if not k.startswith("NEMORI_")}, timeout=120)
+        run = subprocess.run(
+            [sys.executable, "-m", "nemori_cli", *command, "--db", path],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            env={k: v for k, v in os.environ.items() if not k.startswith("NEMORI_")},
+            timeout=120,
+        )
         assert run.returncode == 4, (command, run.stderr)
         assert f"no database at {path}" in one_line(run)
     assert not folder.exists()  # no read made it again
@@ -204,21 +228,19 @@ def test_a_folder_gone_between_runs_is_one_line_for_every_command_that_reads(tmp
 def test_a_folder_gone_while_the_file_is_open_refuses_the_next_unit_of_work(tmp_path):
     """SQLite in WAL mode writes on into a deleted file without a word, and everything is lost at close."""
     folder = tmp_path / "memories"
-    db = Database(folder / "memory.db")
+    db = SqliteStore(folder / "memory.db")
     with db.transaction():
         message_sql.insert_messages(db, "alice", make_messages(3))
     shutil.rmtree(folder)
-    with pytest.raises(StoreError, match=r"was deleted or moved while nemori had it open \(is its folder gone\?\)"):
-        with db.transaction():
-            message_sql.insert_messages(db, "alice", make_messages(3, topic="lost"))
+    with pytest.raises(StoreError, match=r"was deleted or moved while nemori had it open \(is its folder gone\?\)"), db.transaction():
+        message_sql.insert_messages(db, "alice", make_messages(3, topic="lost"))
     db.close()
     # A file put in its place is another file: refused too.
-    db = Database(folder / "memory.db")
+    db = SqliteStore(folder / "memory.db")
     os.replace(db.path, folder / "moved.db")
     shutil.copy(folder / "moved.db", db.path)
-    with pytest.raises(StoreError, match="deleted or moved"):
-        with db.transaction():
-            pass
+    with pytest.raises(StoreError, match="deleted or moved"), db.transaction():
+        pass
     db.close()
 
 

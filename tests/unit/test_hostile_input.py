@@ -24,14 +24,14 @@ from pathlib import Path
 
 import pytest
 from hypothesis import event, example, given
-from hypothesis.control import currently_in_test_context
 from hypothesis import strategies as st
+from hypothesis.control import currently_in_test_context
 
 from nemori_cli.errors import InputError
 from nemori_cli.importers.native import parse_timestamp, read_jsonl, read_locomo
 from nemori_cli.store import forget as forget_sql
 from nemori_cli.store import messages as message_sql
-from nemori_cli.store.db import Database
+from nemori_cli.store.sqlite import SqliteStore
 from tests.unit.fake_ingest import conversation, use_fakes, write_jsonl
 
 SRC = "hostile.jsonl"
@@ -44,9 +44,37 @@ pytestmark = pytest.mark.filterwarnings("ignore:Generating overly large repr")  
 
 SURROGATES = ["\ud800", "\udfff", "\udcff"]
 SPECIAL = [
-    "\x00", "\u200f", "\u200e", "\u202e", "\u2066", "\u200b", "\ufeff", "\u2028", "\u2029", "\x85", "\r", "\n", "\t",
-    "\x0b", "\x1b[31m", "🙂", "👩\u200d👩\u200d👧", "🏳️\u200d🌈", "e\u0301", "\ufdfa", "\U0010ffff", "\uffff", '"', "\\", "'",
-    "{", "}", " ", "%s", "NEAR(", "*",
+    "\x00",
+    "\u200f",
+    "\u200e",
+    "\u202e",
+    "\u2066",
+    "\u200b",
+    "\ufeff",
+    "\u2028",
+    "\u2029",
+    "\x85",
+    "\r",
+    "\n",
+    "\t",
+    "\x0b",
+    "\x1b[31m",
+    "🙂",
+    "👩\u200d👩\u200d👧",
+    "🏳️\u200d🌈",
+    "e\u0301",
+    "\ufdfa",
+    "\U0010ffff",
+    "\uffff",
+    '"',
+    "\\",
+    "'",
+    "{",
+    "}",
+    " ",
+    "%s",
+    "NEAR(",
+    "*",
 ]
 valid_chars = st.one_of(st.characters(codec="utf-8"), st.sampled_from(SPECIAL))  # utf-8: no lone surrogates
 chars = st.one_of(st.characters(), st.sampled_from(SPECIAL), st.sampled_from(SURROGATES), st.integers(0xD800, 0xDFFF).map(chr))
@@ -58,9 +86,7 @@ valid_names = st.one_of(
     some_text,
 )
 names = st.one_of(valid_names, st.sampled_from(["Ann\ud800", "\udcff"]), odd_text)
-json_leaves = st.one_of(
-    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True, allow_infinity=True), odd_text
-)
+json_leaves = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True, allow_infinity=True), odd_text)
 json_values = st.recursive(
     json_leaves, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(odd_text, inner, max_size=3), max_leaves=8
 )
@@ -86,13 +112,36 @@ ISO_FORMS = [
     lambda d: f"  {d.isoformat()}  ",
 ]
 EDGE_STAMPS = [
-    "2016-12-31T23:59:60Z", "2023-12-31T23:59:60", "1998-12-31T23:59:60+00:00",  # leap seconds
-    "2023-01-01T24:00:00", "0000-01-01T00:00:00", "10000-01-01T00:00:00", "0001-01-01T00:00:00",
-    "0001-01-01T00:00:00-23:59", "0001-01-01T00:00:00+23:59", "9999-12-31T23:59:59.999999",
-    "9999-12-31T23:59:59+23:59", "9999-12-31T23:59:59-23:59", "9999-12-31T23:59:59.9999999",
-    "2023-02-29T00:00:00", "2024-02-29T00:00:00", "2023-05-08T13:56:00+24:00", "2023-05-08T13:56:00+05:30:15",
-    "2023-05-08", "20230508T135600", "2023-W19-1", "", " ", "Z", "z", "T", "2023-05-08T13:56:00Z+01:00",
-    "2023-05-08T13:56:00\x00", "２０２３-05-08T13:56:00", "1:56 pm on 8 May, 2023", "2023-05-08T13:56:00\ud800",
+    "2016-12-31T23:59:60Z",
+    "2023-12-31T23:59:60",
+    "1998-12-31T23:59:60+00:00",  # leap seconds
+    "2023-01-01T24:00:00",
+    "0000-01-01T00:00:00",
+    "10000-01-01T00:00:00",
+    "0001-01-01T00:00:00",
+    "0001-01-01T00:00:00-23:59",
+    "0001-01-01T00:00:00+23:59",
+    "9999-12-31T23:59:59.999999",
+    "9999-12-31T23:59:59+23:59",
+    "9999-12-31T23:59:59-23:59",
+    "9999-12-31T23:59:59.9999999",
+    "2023-02-29T00:00:00",
+    "2024-02-29T00:00:00",
+    "2023-05-08T13:56:00+24:00",
+    "2023-05-08T13:56:00+05:30:15",
+    "2023-05-08",
+    "20230508T135600",
+    "2023-W19-1",
+    "",
+    " ",
+    "Z",
+    "z",
+    "T",
+    "2023-05-08T13:56:00Z+01:00",
+    "2023-05-08T13:56:00\x00",
+    "２０２３-05-08T13:56:00",
+    "1:56 pm on 8 May, 2023",
+    "2023-05-08T13:56:00\ud800",
 ]
 
 
@@ -109,9 +158,7 @@ good_stamps = st.one_of(
     st.sampled_from([t for t in EDGE_STAMPS if _parses(t)]),
 )
 stamps = st.one_of(good_stamps, good_stamps, st.sampled_from(EDGE_STAMPS), odd_text, json_leaves)
-ids = st.one_of(
-    st.integers(), st.sampled_from(["a", "b", "1", 1, -1, 1.0, True, "", "  ", "id\n2", "\ud800"]), odd_text, json_values
-)
+ids = st.one_of(st.integers(), st.sampled_from(["a", "b", "1", 1, -1, 1.0, True, "", "  ", "id\n2", "\ud800"]), odd_text, json_values)
 
 
 def _maybe(strategy, junk=json_values):
@@ -162,6 +209,8 @@ raw_lines = st.one_of(
     st.builds(_encode, json_values, st.booleans()),
     st.sampled_from([b"", b"   ", b"\r", b"\xef\xbb\xbf{}", b"{", b"}", b"[]", b"null", b"NaN", b'"x"', b"1" * 5000]),
 )
+
+
 @st.composite
 def with_a_surrogate(draw) -> bytes:
     """A good message with a lone surrogate put into one of its text fields (as the JSON escape, or raw)."""
@@ -192,6 +241,7 @@ def jsonl_files(draw, hostile=hostile_lines) -> bytes:
 
 # -- the rule -----------------------------------------------------------------------
 
+
 def _event(label: str) -> None:
     """Counted in --hypothesis-show-statistics: how many examples were read, refused, exited 0 or 2."""
     if currently_in_test_context():
@@ -221,12 +271,12 @@ _users = (f"user{i}" for i in itertools.count())
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     """One real SQLite file for the module; each example stores as a user of its own."""
-    database = Database(tmp_path_factory.mktemp("store") / "memory.db")
+    database = SqliteStore(tmp_path_factory.mktemp("store") / "memory.db")
     yield database
     database.close()
 
 
-def round_trip(store: Database, messages, namespace: str = "") -> None:
+def round_trip(store: SqliteStore, messages, namespace: str = "") -> None:
     """Stored and read back, every message is what was read: text, time (its offset too), ids."""
     user = next(_users)
     keys = message_sql.keys_for(messages, namespace)
@@ -245,6 +295,7 @@ def round_trip(store: Database, messages, namespace: str = "") -> None:
 
 
 # -- JSON Lines ---------------------------------------------------------------------
+
 
 @st.composite
 def mutated(draw, files) -> bytes:
@@ -336,7 +387,10 @@ def test_edge_timestamps_naive_and_aware_mixed_keep_their_meaning(store, rows):
 
 @given(st.lists(st.tuples(st.sampled_from(["a", "b", "c", 1, "1", "🙂", "a\u200f"]), valid_text), min_size=1, max_size=6))
 def test_duplicate_ids_in_one_input_are_refused_naming_both_lines(store, rows):
-    lines = [{"speaker": "Ann", "content": f"{text} {i}", "timestamp": "2023-05-08T13:56:00", "id": ident} for i, (ident, text) in enumerate(rows)]
+    lines = [
+        {"speaker": "Ann", "content": f"{text} {i}", "timestamp": "2023-05-08T13:56:00", "id": ident}
+        for i, (ident, text) in enumerate(rows)
+    ]
     data = b"\n".join(_encode(line, True) for line in lines)
     messages = refused_or_read(read_jsonl, data, SRC)
     normalised = [str(ident) for ident, _ in rows]
@@ -355,7 +409,9 @@ def test_duplicate_ids_in_one_input_are_refused_naming_both_lines(store, rows):
 )
 def test_an_id_stored_before_with_other_content_keeps_its_text_and_is_found(store, first, second):
     def read(rows: dict) -> list | None:
-        data = b"\n".join(_encode({"speaker": "Ann", "content": text, "timestamp": "2023-05-08T13:56:00", "id": i}, True) for i, text in rows.items())
+        data = b"\n".join(
+            _encode({"speaker": "Ann", "content": text, "timestamp": "2023-05-08T13:56:00", "id": i}, True) for i, text in rows.items()
+        )
         return refused_or_read(read_jsonl, data, SRC)
 
     before, after = read(first), read(second)
@@ -389,8 +445,12 @@ locomo_dates = st.one_of(
     good_locomo_dates,
     st.builds(
         lambda h, m, ap, d, mon, y: f"{h}:{m:02d} {ap} on {d} {mon}, {y}",
-        st.integers(0, 13), st.integers(0, 60), st.sampled_from(["am", "pm", "p.m.", "AM"]),
-        st.integers(0, 32), st.sampled_from(MONTHS), st.sampled_from([1, 2023, 9999, 0, 10000]),
+        st.integers(0, 13),
+        st.integers(0, 60),
+        st.sampled_from(["am", "pm", "p.m.", "AM"]),
+        st.integers(0, 32),
+        st.sampled_from(MONTHS),
+        st.sampled_from([1, 2023, 9999, 0, 10000]),
     ),
     st.sampled_from(["1:56 pm on 31 February, 2023", "1:56 pm on 8 May 2023", "13:56 on 8 May, 2023"]),
     odd_text,
@@ -468,8 +528,18 @@ locomo_files = locomo_data().map(lambda pair: pair[0])
 
 
 @given(st.one_of(locomo_data(), st.tuples(mutated(locomo_files), st.none() | st.just("conv-1"))))
-@example((b'[{"sample_id": "s", "conversation": {"session_1": [{"speaker": "A", "dia_id": "D1:1", "text": "\\ud800"}], "session_1_date_time": "1:56 pm on 8 May, 2023"}}]', None))
-@example((b'[{"sample_id": "s", "conversation": {"session_01": [{"speaker": "A", "dia_id": "D1:1", "text": "hi"}], "session_01_date_time": "1:56 pm on 8 May, 2023"}}]', None))
+@example(
+    (
+        b'[{"sample_id": "s", "conversation": {"session_1": [{"speaker": "A", "dia_id": "D1:1", "text": "\\ud800"}], "session_1_date_time": "1:56 pm on 8 May, 2023"}}]',
+        None,
+    )
+)
+@example(
+    (
+        b'[{"sample_id": "s", "conversation": {"session_01": [{"speaker": "A", "dia_id": "D1:1", "text": "hi"}], "session_01_date_time": "1:56 pm on 8 May, 2023"}}]',
+        None,
+    )
+)
 @example((b'[{"sample_id": "a\\nb", "conversation": {}}, {"sample_id": "c", "conversation": {}}]', None))
 def test_locomo_files_are_read_or_refused(store, file):
     data, sample_id = file
@@ -487,8 +557,12 @@ def test_locomo_files_are_read_or_refused(store, file):
 
 EXPORTS = Path(__file__).resolve().parent.parent / "fixtures" / "exports"
 EXPORT_FIXTURES = {
-    "chatgpt": "chatgpt_conversations.json", "claude": "claude_conversations.json", "telegram": "telegram_result.json",
-    "openai": "openai_messages.json", "longmemeval": "longmemeval_records.json", "whatsapp": "whatsapp_ios.txt",
+    "chatgpt": "chatgpt_conversations.json",
+    "claude": "claude_conversations.json",
+    "telegram": "telegram_result.json",
+    "openai": "openai_messages.json",
+    "longmemeval": "longmemeval_records.json",
+    "whatsapp": "whatsapp_ios.txt",
 }
 
 
@@ -498,9 +572,7 @@ def _export_reader(fmt: str):
 
     # One LongMemEval record is chosen (a file of several is refused unchosen); OpenAI lines may lack times.
     selection = Selection(("q-cat-2",)) if fmt == "longmemeval" else Selection()
-    return lambda stream, source: formats.read(
-        fmt, stream, source, selection=selection, default_timestamp=datetime(2024, 1, 1)
-    )
+    return lambda stream, source: formats.read(fmt, stream, source, selection=selection, default_timestamp=datetime(2024, 1, 1))
 
 
 def _paths(value, path=()):
@@ -600,7 +672,9 @@ def cli_env(tmp_path_factory):
     presets.write_text(FAKE_PRESET, encoding="utf-8")
     env = {name: None for name in os.environ if name.startswith("NEMORI_")}
     env.update(
-        NEMORI_MODELS_FILE=str(presets), NEMORI_EMBEDDER="fake", NEMORI_CACHE_DIR=str(root / "cache"),
+        NEMORI_MODELS_FILE=str(presets),
+        NEMORI_EMBEDDER="fake",
+        NEMORI_CACHE_DIR=str(root / "cache"),
         XDG_CONFIG_HOME=str(root / "config"),
     )
     with MonkeyPatch.context() as mp:
@@ -673,6 +747,7 @@ cli_options = st.fixed_dictionaries(
 )
 seeded_ids = st.sampled_from([f"{t}-{i}" for t in ("kayak", "piano") for i in range(4)])
 
+
 @st.composite
 def ingest_inputs(draw) -> tuple[bytes, dict]:
     """An input and the options given with it: mostly ones that fit (a LoCoMo file with --format locomo), sometimes any."""
@@ -713,12 +788,24 @@ def test_cli_ingest_dry_run_exits_0_or_2_leaving_the_database_as_it_was(cli_env,
         _event("edited messages found" if plan["changed"] else "no edits")
 
 
-@given(export_inputs(), st.booleans(), st.sampled_from(["", "--format={fmt}", "--conversation=Cat food", "--since=2024-01-01", "--until=2023-12-31"]))
+@given(
+    export_inputs(),
+    st.booleans(),
+    st.sampled_from(["", "--format={fmt}", "--conversation=Cat food", "--since=2024-01-01", "--until=2023-12-31"]),
+)
 def test_cli_ingest_dry_run_of_exports_exits_0_or_2(cli_env, given_input, from_stdin, option):
     fmt, data = given_input
     path = cli_env["root"] / "export.input"
     path.write_bytes(data)
-    args = ["ingest", "-" if from_stdin else str(path), "--dry-run", "--json", "--db", str(cli_env["db"]), "--default-timestamp=2024-01-01T00:00:00"]
+    args = [
+        "ingest",
+        "-" if from_stdin else str(path),
+        "--dry-run",
+        "--json",
+        "--db",
+        str(cli_env["db"]),
+        "--default-timestamp=2024-01-01T00:00:00",
+    ]
     args += [option.format(fmt=fmt)] if option else []
     code, out, _ = assert_clean_exit(cli_env, args, stdin=data if from_stdin else None)
     if code == 0:
@@ -738,7 +825,10 @@ def test_cli_user_values_exit_0_or_2(cli_env, user, by_env):
             return  # an environment variable cannot hold a lone surrogate...
         if "\x00" in user:
             return  # ...nor a NUL
-    for args in (["ingest", str(seed), "--dry-run", "--json", "--db", str(cli_env["db"])], ["search", "kayak", "--json", "--db", str(cli_env["db"])]):
+    for args in (
+        ["ingest", str(seed), "--dry-run", "--json", "--db", str(cli_env["db"])],
+        ["search", "kayak", "--json", "--db", str(cli_env["db"])],
+    ):
         before = _fingerprint(cli_env["db"])
         code, out, err = run_nemori(args + tail, env)
         assert "Traceback" not in err and code in (0, 2), (code, out, err)
@@ -754,8 +844,37 @@ def test_cli_user_values_exit_0_or_2(cli_env, user, by_env):
 
 
 FTS_SYNTAX = [
-    '"', '""', "'", "NEAR(", "NEAR(kayak piano, 2)", "NEAR", ")", "(", "((", "*", "kay*", "^", "^kayak", "title:", "narrative:",
-    "{title narrative}:", "-title:", "user_id:", "AND", "OR", "NOT", "-", "+", ":", ",", "kayak", "piano", "Ann", "the", "\x00", "\ud800",
+    '"',
+    '""',
+    "'",
+    "NEAR(",
+    "NEAR(kayak piano, 2)",
+    "NEAR",
+    ")",
+    "(",
+    "((",
+    "*",
+    "kay*",
+    "^",
+    "^kayak",
+    "title:",
+    "narrative:",
+    "{title narrative}:",
+    "-title:",
+    "user_id:",
+    "AND",
+    "OR",
+    "NOT",
+    "-",
+    "+",
+    ":",
+    ",",
+    "kayak",
+    "piano",
+    "Ann",
+    "the",
+    "\x00",
+    "\ud800",
 ]
 queries = st.one_of(
     st.lists(st.sampled_from(FTS_SYNTAX) | odd_text, min_size=1, max_size=8).map(" ".join),
@@ -778,9 +897,12 @@ def test_cli_search_queries_exit_0_or_2(cli_env, query, mode):
 
 # -- the faults the campaign found, one each ------------------------------------------
 
+
 def test_a_lone_surrogate_is_refused_naming_line_and_field_even_in_a_dry_run(cli_env):
     path = cli_env["root"] / "surrogate.jsonl"
-    path.write_bytes(b'{"speaker": "Ann", "content": "hi", "timestamp": "2023-05-08T13:56:00"}\n{"speaker": "Ann", "text": "x\\ud800", "timestamp": "2023-05-08T13:56:00"}\n')
+    path.write_bytes(
+        b'{"speaker": "Ann", "content": "hi", "timestamp": "2023-05-08T13:56:00"}\n{"speaker": "Ann", "text": "x\\ud800", "timestamp": "2023-05-08T13:56:00"}\n'
+    )
     _, _, err = assert_clean_exit(cli_env, ["ingest", str(path), "--dry-run", "--db", str(cli_env["db"])])
     assert f"{path}:2: 'text' holds a lone surrogate" in err
 
@@ -826,7 +948,7 @@ def test_an_edited_message_keeps_its_stored_text_and_is_reported(monkeypatch, tm
 
     text = nemori("ingest", path, "--db", db)
     assert "(0 new, 2 changed but kept as stored)" in text.stdout
-    stored = Database(db)
+    stored = SqliteStore(db)
     try:
         contents = {m.source_id: m.content for m in message_sql.all_messages(stored, "default")}
     finally:
@@ -850,7 +972,7 @@ def test_cli_real_ingest_with_the_fake_model_exits_0_or_2_and_stores_what_it_rea
         return
     report = json.loads(out)
     assert report["pending"] == 0 and report["added"] == report["read"]
-    stored = Database(db)
+    stored = SqliteStore(db)
     try:
         assert len(message_sql.all_messages(stored, user)) == report["read"]
     finally:

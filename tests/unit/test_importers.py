@@ -14,7 +14,7 @@ import io
 import json
 import tracemalloc
 import zipfile
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -27,7 +27,7 @@ from tests.conftest import REPO
 from tests.unit.fake_ingest import isolate, nemori, use_fakes
 
 EXPORTS = REPO / "tests" / "fixtures" / "exports"
-UTC = timezone.utc
+UTC = UTC
 
 
 def load(module, name: str, **kwargs):
@@ -108,7 +108,10 @@ def test_chatgpt_long_messages_are_kept_whole():
     ("change", "needles"),
     [
         (lambda d: d[1].pop("mapping"), ["conversation 1 ('6553a1f0-sourdough')", "no 'mapping'"]),
-        (lambda d: d[0]["mapping"]["aaaa-u2"].update(parent="gone"), ["conversation 0", "node 'aaaa-u2'", "parent 'gone' is not in 'mapping'"]),
+        (
+            lambda d: d[0]["mapping"]["aaaa-u2"].update(parent="gone"),
+            ["conversation 0", "node 'aaaa-u2'", "parent 'gone' is not in 'mapping'"],
+        ),
         (lambda d: d[0]["mapping"]["aaaa-root"].update(parent="aaaa-a4"), ["conversation 0", "lead back"]),
         (lambda d: d[2].update(current_node="nowhere"), ["conversation 2", "'current_node' 'nowhere'"]),
         (lambda d: d[0]["mapping"]["aaaa-u1"]["message"].update(create_time="noon"), ["node 'aaaa-u1'", "'create_time' is 'noon'"]),
@@ -134,7 +137,7 @@ def test_chatgpt_near_misses_name_the_conversation_and_what_was_expected(change,
         (b"[]", "no conversations"),
         (b'[{"id": "a", "mapping": {}}', "not valid JSON at conversation 0"),
         (b'[{"id": "a", "mapping": {}}] and more', "not valid JSON"),
-        (b"\xef\xbb\xbf[{\"id\": 1}]", "conversation 0: no 'id'"),  # a BOM is not content
+        (b'\xef\xbb\xbf[{"id": 1}]', "conversation 0: no 'id'"),  # a BOM is not content
     ],
 )
 def test_chatgpt_broken_files_are_one_line(data, needle):
@@ -313,16 +316,51 @@ def test_telegram_single_chat_flattens_entities_notes_media_and_leaves_out_servi
 
 def full_telegram_export() -> dict:
     chat = fixture_json("telegram_result.json")
-    other = {"name": "Climbing club", "type": "private_group", "id": 777, "messages": [
-        {"id": 1, "type": "message", "date": "2023-07-01T10:00:00", "date_unixtime": "1688205600", "from": "Ines", "text": "Wall at 6?"},
-        {"id": 2, "type": "service", "date": "2023-07-01T10:01:00", "date_unixtime": "1688205660", "actor": "Ines", "action": "invite_members"},
-    ]}
-    left = {"name": "Old flat", "type": "private_group", "id": 99, "messages": [
-        {"id": 5, "type": "message", "date": "2022-01-01T10:00:00", "date_unixtime": "1641031200", "from": "Landlord", "text": "Rent is due."},
-    ]}
-    return {"about": "Here is the data you requested.", "personal_information": {"first_name": "Sam"},
-            "contacts": {"list": [{"first_name": "Maya", "phone_number": "+31 6 1234"}]},
-            "chats": {"about": "chats", "list": [chat, other]}, "left_chats": {"about": "left", "list": [left]}}
+    other = {
+        "name": "Climbing club",
+        "type": "private_group",
+        "id": 777,
+        "messages": [
+            {
+                "id": 1,
+                "type": "message",
+                "date": "2023-07-01T10:00:00",
+                "date_unixtime": "1688205600",
+                "from": "Ines",
+                "text": "Wall at 6?",
+            },
+            {
+                "id": 2,
+                "type": "service",
+                "date": "2023-07-01T10:01:00",
+                "date_unixtime": "1688205660",
+                "actor": "Ines",
+                "action": "invite_members",
+            },
+        ],
+    }
+    left = {
+        "name": "Old flat",
+        "type": "private_group",
+        "id": 99,
+        "messages": [
+            {
+                "id": 5,
+                "type": "message",
+                "date": "2022-01-01T10:00:00",
+                "date_unixtime": "1641031200",
+                "from": "Landlord",
+                "text": "Rent is due.",
+            },
+        ],
+    }
+    return {
+        "about": "Here is the data you requested.",
+        "personal_information": {"first_name": "Sam"},
+        "contacts": {"list": [{"first_name": "Maya", "phone_number": "+31 6 1234"}]},
+        "chats": {"about": "chats", "list": [chat, other]},
+        "left_chats": {"about": "left", "list": [left]},
+    }
 
 
 def test_telegram_full_export_reads_every_chat_and_chooses_by_name():
@@ -360,7 +398,11 @@ def test_openai_json_conversations_with_their_own_times():
     got = load(openai_messages, "openai_messages.json")
     assert (len(got.messages), got.conversations, got.left_out) == (5, 2, {"system": 1, "tool": 2})
     assert [(m.speaker, m.source_id) for m in got.messages] == [
-        ("user", "chat-garden:1"), ("assistant", "chat-garden:4"), ("user", "chat-garden:5"), ("Jonas", "chat-bike:0"), ("assistant", "chat-bike:1"),
+        ("user", "chat-garden:1"),
+        ("assistant", "chat-garden:4"),
+        ("user", "chat-garden:5"),
+        ("Jonas", "chat-bike:0"),
+        ("assistant", "chat-bike:1"),
     ]
     assert got.messages[2].content == "Here is the balcony.\n[image]"
     assert got.messages[0].timestamp == datetime(2024, 5, 1, 8, 0, 5, tzinfo=UTC)
@@ -396,10 +438,16 @@ def test_openai_every_accepted_shape_reads_as_one_conversation(data):
 @pytest.mark.parametrize(
     ("data", "needle"),
     [
-        (b'[{"role": "user", "content": "x", "created": 1}]\n[{"content": "x", "timestamp": "2024-01-01T10:00:00"}]\n', "m.json:2 message 0: 'role' is None"),
+        (
+            b'[{"role": "user", "content": "x", "created": 1}]\n[{"content": "x", "timestamp": "2024-01-01T10:00:00"}]\n',
+            "m.json:2 message 0: 'role' is None",
+        ),
         (b'[{"role": "user", "content": 5, "timestamp": "2024-01-01T10:00:00"}]', "'content' is a JSON number"),
         (b'[{"role": "user", "content": "x", "timestamp": "soon"}]', "'timestamp' is 'soon'"),
-        (b'{"role": "user", "content": "x", "timestamp": "2024-01-01T10:00:00"}\n[{"role": "user"}]\n', "m.json:2: a conversation after lines that were single messages"),
+        (
+            b'{"role": "user", "content": "x", "timestamp": "2024-01-01T10:00:00"}\n[{"role": "user"}]\n',
+            "m.json:2: a conversation after lines that were single messages",
+        ),
         (b'[\n{"nothing": 1}\n]', "m.json: item 0: a JSON object with no 'messages' list"),
     ],
 )
@@ -465,7 +513,8 @@ def test_since_and_until_are_inclusive_and_a_bare_until_date_is_the_whole_day():
     assert got.left_out["outside --since/--until"] == 8
     exact = Selection(since=parse_bound("2023-12-14T22:13:35+00:00", end=False), until=parse_bound("2023-12-14T22:14:20Z", end=True))
     assert [m.content for m in load(chatgpt, "chatgpt_conversations.json", selection=exact).messages] == [
-        "No: an acetone smell means it is hungry. Feed it twice a day for a few days.", "I named it Gerald."
+        "No: an acetone smell means it is hungry. Feed it twice a day for a few days.",
+        "I named it Gerald.",
     ]
 
 
@@ -499,17 +548,29 @@ def test_the_selection_applies_to_nemori_jsonl_by_session():
 # -- detection ---------------------------------------------------------------------------
 
 
-LOCOMO = {"qa": [{"question": "q", "answer": "a", "evidence": ["D1:1"], "category": 1}], "conversation": {
-    "speaker_a": "Ann", "speaker_b": "Bob", "session_1_date_time": "1:56 pm on 8 May, 2023",
-    "session_1": [{"speaker": "Ann", "dia_id": "D1:1", "text": "hi"}]}, "sample_id": "conv-1"}
+LOCOMO = {
+    "qa": [{"question": "q", "answer": "a", "evidence": ["D1:1"], "category": 1}],
+    "conversation": {
+        "speaker_a": "Ann",
+        "speaker_b": "Bob",
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [{"speaker": "Ann", "dia_id": "D1:1", "text": "hi"}],
+    },
+    "sample_id": "conv-1",
+}
 
 
 @pytest.mark.parametrize(
     ("name", "fmt"),
     [
-        ("chatgpt_conversations.json", "chatgpt"), ("claude_conversations.json", "claude"), ("whatsapp_ios.txt", "whatsapp"),
-        ("whatsapp_android.txt", "whatsapp"), ("telegram_result.json", "telegram"), ("openai_messages.json", "openai"),
-        ("openai_messages.jsonl", "openai"), ("longmemeval_records.json", "longmemeval"),
+        ("chatgpt_conversations.json", "chatgpt"),
+        ("claude_conversations.json", "claude"),
+        ("whatsapp_ios.txt", "whatsapp"),
+        ("whatsapp_android.txt", "whatsapp"),
+        ("telegram_result.json", "telegram"),
+        ("openai_messages.json", "openai"),
+        ("openai_messages.jsonl", "openai"),
+        ("longmemeval_records.json", "longmemeval"),
     ],
 )
 def test_every_fixture_is_detected_from_its_bytes_alone(name, fmt):
@@ -650,7 +711,7 @@ def test_the_generated_export_has_the_shape_it_promises(tmp_path):
         got = chatgpt.read(f, "conversations.json")
     assert got.conversations == 40 and got.left_out["system"] == 40 and got.left_out.get("tool", 0) > 0
     words = [len(m.content.split()) for m in got.messages if m.speaker == "assistant"]
-    assert 300 <= min(words) and max(words) <= 800
+    assert min(words) >= 300 and max(words) <= 800
     raw = json.loads(path.read_text(encoding="utf-8"))
     branches = sum(1 for c in raw for n in c["mapping"].values() if len(n["children"]) > 1)
     assert branches > 0  # regenerated answers and edited questions left behind

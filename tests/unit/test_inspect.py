@@ -14,16 +14,24 @@ from nemori_cli.memory import profile
 from nemori_cli.store import messages as message_sql
 from nemori_cli.store import notes as note_sql
 from nemori_cli.store import stats, summaries
-from nemori_cli.store.db import Database
+from nemori_cli.store.sqlite import SqliteStore
 from tests.conftest import make_messages
-from tests.unit.test_forget import _episode, _fact, _fill_user, _summary, _supersede
+from tests.unit.test_forget import _episode, _fill_user, _summary, _supersede
 
 
 def _note(db, embedder, user, message, **attrs) -> int:
     """A note made from one stored message; caller holds the transaction."""
     return note_sql.add(
-        db, user, content=message.content, ts=message.timestamp, keywords=["k"], tags=["t"], context="c",
-        embedding=embedder.embed_documents([message.content])[0], message_id=message.id, **attrs,
+        db,
+        user,
+        content=message.content,
+        ts=message.timestamp,
+        keywords=["k"],
+        tags=["t"],
+        context="c",
+        embedding=embedder.embed_documents([message.content])[0],
+        message_id=message.id,
+        **attrs,
     )
 
 
@@ -43,14 +51,22 @@ def _amem_user(db, embedder, user="u") -> list[int]:
 
 # -- the store reads -------------------------------------------------------------
 
+
 def test_counts_per_kind_in_the_order_shown(db, embedder):
     db.bind_embedder(identity(embedder), embedder.dimensions)
     _fill_user(db, embedder, "alice", "Quux")
     with db.transaction():
         _supersede(db, "episodes", 1, 2)
     assert stats.counts(db, "alice") == {
-        "messages": 5, "pending": 1, "episodes": 1, "facts": 1, "merged_episodes": 1, "superseded_facts": 1,
-        "notes": 0, "note_links": 0, "evolved_notes": 0,
+        "messages": 5,
+        "pending": 1,
+        "episodes": 1,
+        "facts": 1,
+        "merged_episodes": 1,
+        "superseded_facts": 1,
+        "notes": 0,
+        "note_links": 0,
+        "evolved_notes": 0,
     }
     assert set(stats.counts(db, "nobody").values()) == {0}
 
@@ -81,6 +97,7 @@ def test_summary_history_is_the_users_versions_oldest_first(db, embedder):
 
 # -- the commands ----------------------------------------------------------------
 
+
 @pytest.fixture
 def cli(monkeypatch):
     for key in [k for k in os.environ if k.startswith("NEMORI_")]:
@@ -96,7 +113,7 @@ def cli(monkeypatch):
 @pytest.fixture
 def native_file(tmp_path, embedder):
     path = tmp_path / "native.db"
-    db = Database(path)
+    db = SqliteStore(path)
     db.bind_embedder(identity(embedder), embedder.dimensions)
     _fill_user(db, embedder, "alice", "Quux")
     with db.transaction():
@@ -108,7 +125,7 @@ def native_file(tmp_path, embedder):
 @pytest.fixture
 def amem_file(tmp_path, embedder):
     path = tmp_path / "amem.db"
-    db = Database(path)
+    db = SqliteStore(path)
     db.bind_embedder(identity(embedder), embedder.dimensions)
     _amem_user(db, embedder)
     db.close()
@@ -148,7 +165,7 @@ def test_show_a_note_with_links_history_and_what_it_evolved(cli, amem_file):
 
 def test_summary_shows_the_latest_version_or_all(cli, tmp_path, embedder):
     path = tmp_path / "s.db"
-    db = Database(path)
+    db = SqliteStore(path)
     db.bind_embedder(identity(embedder), embedder.dimensions)
     with db.transaction():
         e = _episode(db, embedder, "alice", "t", "n", "sum")
@@ -174,6 +191,7 @@ def test_stats_counts_pending_by_how_the_memory_is_built(cli, native_file, amem_
 
 # -- forget's report -------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     ("kind", "item", "letter"),
     [("episode", "2", "E"), ("fact", "2", "F")],
@@ -181,7 +199,7 @@ def test_stats_counts_pending_by_how_the_memory_is_built(cli, native_file, amem_
 def test_forgetting_one_item_reports_it_as_json_or_one_line(cli, tmp_path, embedder, kind, item, letter):
     for json_out in (True, False):
         path = tmp_path / f"{kind}{json_out}.db"
-        db = Database(path)
+        db = SqliteStore(path)
         db.bind_embedder(identity(embedder), embedder.dimensions)
         _fill_user(db, embedder, "alice", "Quux")
         db.close()
@@ -201,7 +219,7 @@ def test_forgetting_a_note_and_a_user_report_the_same_way(cli, amem_file, tmp_pa
     whole = json.loads(cli("forget", "--user", "u", "--yes", "--json", "--db", amem_file).output)
     assert list(whole) == ["user", "counts"] and whole["user"] == "u" and whole["counts"]["notes"] == 2
     path = tmp_path / "whole.db"
-    db = Database(path)
+    db = SqliteStore(path)
     db.bind_embedder(identity(embedder), embedder.dimensions)
     _fill_user(db, embedder, "alice", "Quux")
     db.close()

@@ -27,7 +27,9 @@ def events(db, kind):
 
 
 def test_a_continuation_is_merged_and_supersedes_both_parts(db, llm, backend, embedder):
-    world = World(backend, MergedEpisode={"title": "Ann's regatta in Malta", "narrative": "On 8 May 2023 Ann planned and sailed the regatta."})
+    world = World(
+        backend, MergedEpisode={"title": "Ann's regatta in Malta", "narrative": "On 8 May 2023 Ann planned and sailed the regatta."}
+    )
     run(db, llm, embedder, chat(BOATS, start=DAY1))
     world.answers["Continuation"] = {"same_event": True}
     report = run(db, llm, embedder, chat(BOATS, start=DAY1 + timedelta(hours=3), tag="later"))
@@ -107,7 +109,11 @@ def test_a_model_that_fails_the_self_check_merges_nothing(db, llm, backend, embe
 def test_the_self_check_is_asked_once_per_run(db, llm, backend, embedder):
     World(backend)
     pipe = Pipeline(db, "u", llm, embedder, profile=Profile(facts=False))
-    pipe.add_messages(chat(BOATS, start=DAY1) + chat(BOATS, start=DAY1 + timedelta(hours=3), tag="b") + chat(BOATS, start=DAY1 + timedelta(hours=6), tag="c"))
+    pipe.add_messages(
+        chat(BOATS, start=DAY1)
+        + chat(BOATS, start=DAY1 + timedelta(hours=3), tag="b")
+        + chat(BOATS, start=DAY1 + timedelta(hours=6), tag="c")
+    )
     pipe.process(flush=True)
     checks = [p for p in backend.prompts_for("Continuation") if is_self_check(p)]
     assert len(checks) == 2  # two fixed cases, once

@@ -35,8 +35,8 @@ from pathlib import Path
 import pytest
 from hypothesis import event as _event
 from hypothesis import given, settings
-from hypothesis.control import currently_in_test_context
 from hypothesis import strategies as st
+from hypothesis.control import currently_in_test_context
 
 from nemori_cli.embed.fake import FakeEmbedder
 from nemori_cli.errors import StoreError
@@ -51,7 +51,7 @@ from nemori_cli.store import facts as fact_sql
 from nemori_cli.store import forget, message_index, telemetry
 from nemori_cli.store import messages as message_sql
 from nemori_cli.store import notes as note_sql
-from nemori_cli.store.db import Database
+from nemori_cli.store.sqlite import SqliteStore
 from tests.unit.isolation_world import MARKERS, TOPICS, consistent, echo, markers_in, messages_for, prompt_text, tails, view
 
 MODES = ("native", "amem", "nemori+amem", "summary", "naive-rag")
@@ -88,7 +88,7 @@ def event(what: str) -> None:
 class Person:
     name: str
     marker: str
-    db: Database
+    db: SqliteStore
     clock: datetime
     next_id: int = 0
     log: list[str] = field(default_factory=list)
@@ -107,7 +107,7 @@ class Run:
         self.backend = FakeBackend(default=echo)
         self.embedder = FakeEmbedder()
         self.people = [
-            Person(f"user-{i}", MARKERS[i], Database(self.path), datetime(2023, 5, 8, 9, 0) + timedelta(hours=i)) for i in range(n_users)
+            Person(f"user-{i}", MARKERS[i], SqliteStore(self.path), datetime(2023, 5, 8, 9, 0) + timedelta(hours=i)) for i in range(n_users)
         ]
         self.profile = resolve(self.people[0].db, {"memory": mode})
         self.mode = self.profile.mode
@@ -150,7 +150,9 @@ class Run:
             self.expect_clean(p, "inspect / stats", repr(now))
             assert consistent(now, p.name) == [], (p.name, consistent(now, p.name))
             if unchanged or p is not actor:
-                assert now == self.views[p.name], f"{p.name}'s memory changed by {actor.name if actor else '?'}: {actor.log[-1] if actor else ''}"
+                assert now == self.views[p.name], (
+                    f"{p.name}'s memory changed by {actor.name if actor else '?'}: {actor.log[-1] if actor else ''}"
+                )
             self.views[p.name] = now
 
     def check_foreign_ids(self, person: Person) -> None:
@@ -256,9 +258,8 @@ class Run:
         if not rows:
             return
         kind, target = rows[n % len(rows)]
-        with pytest.raises(StoreError, match=f"no {kind} {target} for user {person.name}"):
-            with person.db.transaction():
-                getattr(forget, f"forget_{kind}")(person.db, person.name, target)
+        with pytest.raises(StoreError, match=f"no {kind} {target} for user {person.name}"), person.db.transaction():
+            getattr(forget, f"forget_{kind}")(person.db, person.name, target)
         event("tried to forget another user's item")
         self.check_views(person, unchanged=True)
 
@@ -321,7 +322,10 @@ SEARCH = [("search", 0, 1, "", False, ["kayak"], "everything")]
 def _unfiltered_vector_search(db, table, user, query, k, within=None):
     import numpy as np
 
-    rows = db.query(f"SELECT rowid, distance FROM {table} WHERE embedding MATCH ? AND k = ? ORDER BY distance", (np.asarray(query, dtype=np.float32).tobytes(), k))
+    rows = db.query(
+        f"SELECT rowid, distance FROM {table} WHERE embedding MATCH ? AND k = ? ORDER BY distance",
+        (np.asarray(query, dtype=np.float32).tobytes(), k),
+    )
     return [(int(r["rowid"]), 1.0 - float(r["distance"])) for r in rows]
 
 
@@ -336,7 +340,10 @@ def _unfiltered_notes(db, user, ids, *, as_of=None):
 
 
 def _unfiltered_pending(db, user, limit=None):
-    rows = db.query(f"SELECT {message_sql.COLUMNS} FROM messages WHERE episode_id IS NULL ORDER BY ts_epoch, id" + (f" LIMIT {int(limit)}" if limit else ""))
+    rows = db.query(
+        f"SELECT {message_sql.COLUMNS} FROM messages WHERE episode_id IS NULL ORDER BY ts_epoch, id"
+        + (f" LIMIT {int(limit)}" if limit else "")
+    )
     return [message_sql.row_to_message(r) for r in rows]
 
 
@@ -353,7 +360,11 @@ VECTORS = ("nemori_cli.store.index.vector_search", _unfiltered_vector_search)
         ([VECTORS, ("nemori_cli.store.episodes.by_ids", _unfiltered_episodes)], "native", FILL + PROCESS + SEARCH),
         ([VECTORS, ("nemori_cli.store.notes.by_ids", _unfiltered_notes)], "amem", FILL + PROCESS),
         ([("nemori_cli.store.messages.pending", _unfiltered_pending)], "native", FILL + PROCESS[:1]),
-        ([("nemori_cli.store.message_index.unmentioned", _unfiltered_unmentioned)], "native", FILL + [("read", 0, 1, "", False, ["x"], "budget")]),
+        (
+            [("nemori_cli.store.message_index.unmentioned", _unfiltered_unmentioned)],
+            "native",
+            FILL + [("read", 0, 1, "", False, ["x"], "budget")],
+        ),
     ],
     ids=["search", "amem-neighbours", "pending-buffer", "unmentioned"],
 )

@@ -101,7 +101,7 @@ def test_every_schema_file_is_a_valid_draft_2020_12_schema_with_a_versioned_id(n
 
 
 def test_every_reference_resolves():
-    for name, schema in _files().items():
+    for schema in _files().values():
         resolver = _REGISTRY.resolver(base_uri=schema["$id"])
         for node in _nodes(schema):
             if isinstance(node, dict) and isinstance(node.get("$ref"), str):
@@ -154,27 +154,67 @@ def _errors(name: str, data) -> list[str]:
 
 
 def test_the_schemas_refuse_what_no_command_prints():
-    message = {"id": 1, "source_id": None, "session": None, "speaker": "Ann", "content": "hi", "timestamp": "2023-05-08T10:00:00", "episode_id": None}
+    message = {
+        "id": 1,
+        "source_id": None,
+        "session": None,
+        "speaker": "Ann",
+        "content": "hi",
+        "timestamp": "2023-05-08T10:00:00",
+        "episode_id": None,
+    }
     listed = {"user": "u", "messages": [message]}
     assert _errors("inspect-messages", listed) == []
     assert _errors("inspect-messages", {**listed, "extra": 1})  # a field added without its schema
     assert _errors("inspect-messages", {"user": "u", "messages": [{**message, "extra": 1}]})
     assert _errors("inspect-messages", {"user": "u", "messages": [{k: v for k, v in message.items() if k != "speaker"}]})
-    hit = {"kind": "episode", "id": 1, "score": 0.5, "similarity": None, "vector_rank": 1, "text_rank": None,
-           "time": "2023-05-08T10:00:00", "end": "2023-05-08T10:05:00", "title": "t", "text": "x", "messages": [message]}
+    hit = {
+        "kind": "episode",
+        "id": 1,
+        "score": 0.5,
+        "similarity": None,
+        "vector_rank": 1,
+        "text_rank": None,
+        "time": "2023-05-08T10:00:00",
+        "end": "2023-05-08T10:05:00",
+        "title": "t",
+        "text": "x",
+        "messages": [message],
+    }
     found = {"query": "q", "user": "u", "hits": [hit], "tokens": {"prompt": 0, "completion": 0}, "ms": 1.0}
     assert _errors("search", found) == []
     assert _errors("search", {**found, "hits": [{**hit, "kind": "note"}]})  # a note has context and linked_from
     assert _errors("search", {**found, "hits": [{**hit, "context": "c", "linked_from": None}]})  # and only a note
     assert _errors("search", {**found, "hits": [{**hit, "kind": "note", "context": "c", "linked_from": None}]}) == []
-    episode = {"id": 1, "title": "t", "narrative": "n", "start": "s", "end": "e", "boundary": "model", "status": "active",
-               "superseded_by": None, "superseded_reason": None, "created_at": "c", "message_count": 1, "message_ids": ["m"]}
+    episode = {
+        "id": 1,
+        "title": "t",
+        "narrative": "n",
+        "start": "s",
+        "end": "e",
+        "boundary": "model",
+        "status": "active",
+        "superseded_by": None,
+        "superseded_reason": None,
+        "created_at": "c",
+        "message_count": 1,
+        "message_ids": ["m"],
+    }
     shown = {**episode, "messages": [message], "merged_from": [episode]}
     assert _errors("inspect-episode", shown) == []
     assert _errors("inspect-episode", {**shown, "extra": 1})
     assert _errors("inspect-episode", {**shown, "merged_from": [{**episode, "messages": []}]})  # parts come without messages
-    fact = {"id": 1, "text": "t", "status": "active", "created_at": "c", "source_episode_ids": [1], "origin": "new",
-            "superseded_by": None, "superseded_reason": None, "superseded_at": None}
+    fact = {
+        "id": 1,
+        "text": "t",
+        "status": "active",
+        "created_at": "c",
+        "source_episode_ids": [1],
+        "origin": "new",
+        "superseded_by": None,
+        "superseded_reason": None,
+        "superseded_at": None,
+    }
     assert _errors("inspect-fact", {**fact, "sources": [episode], "replaced": [], "provenance": {"added": "later"}}) == []  # open
     assert _errors("inspect-fact", {**fact, "sources": [episode]})
 
@@ -218,7 +258,10 @@ def native_answer(messages, schema) -> dict:
         return {"keywords": ["Ann", _topic(prompt)], "context": f"Ann talks about the {_topic(prompt)}.", "tags": [_topic(prompt)]}
     if title == "LinkDecision":
         offered = [int(line[1:].split("]", 1)[0]) for line in prompt.split("Nearby memories:\n", 1)[1].splitlines() if line.startswith("[")]
-        return {"links": offered[:1], "updates": [{"id": i, "context": "Ann talks about her hobbies again.", "tags": ["hobbies"]} for i in offered[:1]]}
+        return {
+            "links": offered[:1],
+            "updates": [{"id": i, "context": "Ann talks about her hobbies again.", "tags": ["hobbies"]} for i in offered[:1]],
+        }
     raise AssertionError(f"unscripted {title}")
 
 
@@ -228,7 +271,9 @@ def world(monkeypatch, tmp_path) -> Path:
     isolate(monkeypatch, tmp_path)
     use_fakes(monkeypatch)  # the embedder; the models are replaced below
     monkeypatch.setattr(deps, "build_llm", lambda settings: StructuredLLM(FakeBackend(default=native_answer, model_id="fake")))
-    monkeypatch.setattr(deps, "build_answer_llm", lambda settings, memory_llm=None: StructuredLLM(FakeBackend(default=native_answer, model_id="fake")))
+    monkeypatch.setattr(
+        deps, "build_answer_llm", lambda settings, memory_llm=None: StructuredLLM(FakeBackend(default=native_answer, model_id="fake"))
+    )
     monkeypatch.setattr(deps, "answer_preset", lambda settings: type("P", (), {"kind": "llama", "name": "fake"})())
     return tmp_path
 
@@ -394,18 +439,19 @@ def test_doctor_probed_and_not(monkeypatch, tmp_path):
 
 
 def test_bench_report_and_systems(tmp_path, backend, embedder):
-    from tests.unit import test_bench_run as bench
-    from tests.unit.fakeworld import World
-
     from nemori_cli.bench.systems import Shared
     from nemori_cli.memory.semantic import SemanticSettings
+    from tests.unit import test_bench_run as bench
+    from tests.unit.fakeworld import World
 
     World(backend, Answer=bench.answer_like_a_reader, Summary={"summary": "Ann went to Paris; Bob adopted Luna."})
     shared = Shared(StructuredLLM(backend), embedder, SemanticSettings(), lambda text: len(text.split()), 4096)
     path = tmp_path / "mini_locomo.json"
     path.write_text(json.dumps([bench.SAMPLE]))
     out = tmp_path / "out"
-    bench.run_locomo(out, shared, path, "nemori,full-context,rag-256", config={**bench.CONFIG, "systems": ["nemori", "full-context", "rag-256"]})
+    bench.run_locomo(
+        out, shared, path, "nemori,full-context,rag-256", config={**bench.CONFIG, "systems": ["nemori", "full-context", "rag-256"]}
+    )
     report = check("bench-report", nemori("bench", "report", out, "--json"))
     assert set(report["systems"]) == {"nemori", "full-context", "rag-256"}
     assert check("bench-systems", nemori("bench", "systems", "--json"))["systems"]

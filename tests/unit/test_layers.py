@@ -15,7 +15,9 @@ import re
 from tests.conftest import REPO
 
 PACKAGE = REPO / "nemori_cli"
-SQL = re.compile(r"^\s*(SELECT \S|INSERT (OR \w+ )?INTO|UPDATE \w+ SET|DELETE FROM|CREATE (TABLE|VIRTUAL|INDEX|TRIGGER)|DROP (TABLE|INDEX)|ALTER TABLE|PRAGMA \w)")
+SQL = re.compile(
+    r"^\s*(SELECT \S|INSERT (OR \w+ )?INTO|UPDATE \w+ SET|DELETE FROM|CREATE (TABLE|VIRTUAL|INDEX|TRIGGER)|DROP (TABLE|INDEX)|ALTER TABLE|PRAGMA \w)"
+)
 
 
 def _modules():
@@ -29,7 +31,9 @@ def _strings(tree: ast.AST):
             yield node
         elif isinstance(node, ast.JoinedStr):
             # An f-string's text: its constant parts joined (the SQL keyword opens the first one).
-            yield ast.Constant("".join(v.value for v in node.values if isinstance(v, ast.Constant) and isinstance(v.value, str)), lineno=node.lineno)
+            yield ast.Constant(
+                "".join(v.value for v in node.values if isinstance(v, ast.Constant) and isinstance(v.value, str)), lineno=node.lineno
+            )
 
 
 def test_imports_follow_the_layers():

@@ -14,7 +14,7 @@ class Pick(BaseModel):
 
 
 def test_valid_answer_is_parsed_and_logged():
-    backend = FakeBackend(["{\"choice\": 2}"])
+    backend = FakeBackend(['{"choice": 2}'])
     llm = StructuredLLM(backend)
     out = llm.complete([{"role": "user", "content": "pick"}], schema=Pick, stage=S)
     assert out.value.choice == 2

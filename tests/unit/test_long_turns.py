@@ -23,7 +23,9 @@ def test_a_long_turn_is_kept_whole_but_read_clipped(monkeypatch, tmp_path):
     db = tmp_path / "m.db"
     assert nemori("ingest", write_jsonl(tmp_path / "c.jsonl", _rows()), "--db", db).exit_code == 0
     shown = json.loads(nemori("inspect", "messages", "--db", db, "--json").stdout)
-    stored = {m["speaker"]: m["content"] for m in shown["messages"]} if isinstance(shown, dict) else {m["speaker"]: m["content"] for m in shown}
+    stored = (
+        {m["speaker"]: m["content"] for m in shown["messages"]} if isinstance(shown, dict) else {m["speaker"]: m["content"] for m in shown}
+    )
     assert stored["assistant"] == LONG  # nothing of the message is lost
     narration = [m for m, s in built[0].history if s.get("title") == "Narrative"]
     said = narration[0][-1]["content"]

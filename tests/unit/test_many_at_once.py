@@ -85,14 +85,16 @@ def test_a_model_error_stops_them_all_and_is_logged():
 
 
 def test_narrate_many_gives_one_draft_per_group_and_falls_back_per_group():
-    from nemori_cli.pipeline.narrate import narrate_many
-    from tests.unit.fake_ingest import conversation
     from nemori_cli.domain import Message
     from nemori_cli.importers.native import parse_timestamp
+    from nemori_cli.pipeline.narrate import narrate_many
     from nemori_cli.pipeline.partition import Group
+    from tests.unit.fake_ingest import conversation
 
     rows = conversation(per_topic=2)
-    messages = [Message(i, "u", f"k{i}", r["speaker"], r["content"], parse_timestamp(r["timestamp"]), None, None) for i, r in enumerate(rows, 1)]
+    messages = [
+        Message(i, "u", f"k{i}", r["speaker"], r["content"], parse_timestamp(r["timestamp"]), None, None) for i, r in enumerate(rows, 1)
+    ]
     groups = [Group(tuple(messages[0:2]), "topic"), Group(tuple(messages[2:4]), "topic")]
     backend = ManyFake([{"title": "Kayak", "narrative": "On 8 May 2023 Ann and Bob talked about the kayak."}, "x", "y"])
     llm = StructuredLLM(backend)
@@ -166,7 +168,12 @@ class SlowServer:
                 with lock:
                     outer.in_flight -= 1
                 n = body["messages"][-1]["content"].split()[-1]
-                self._send({"choices": [{"message": {"content": json.dumps({"choice": int(n)})}}], "usage": {"prompt_tokens": 5, "completion_tokens": 4}})
+                self._send(
+                    {
+                        "choices": [{"message": {"content": json.dumps({"choice": int(n)})}}],
+                        "usage": {"prompt_tokens": 5, "completion_tokens": 4},
+                    }
+                )
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_port}/v1"

@@ -43,7 +43,10 @@ def _run(memories, body):
 
 
 def _messages(n_topics: int = 2):
-    return [{"speaker": r["speaker"], "content": r["content"], "timestamp": r["timestamp"], "id": r["id"]} for r in conversation()[: 4 * n_topics]]
+    return [
+        {"speaker": r["speaker"], "content": r["content"], "timestamp": r["timestamp"], "id": r["id"]}
+        for r in conversation()[: 4 * n_topics]
+    ]
 
 
 def test_tools_have_schemas_and_the_spec_annotations(memories):
@@ -52,8 +55,15 @@ def test_tools_have_schemas_and_the_spec_annotations(memories):
 
     tools = _run(memories, body)
     assert set(tools) == {"remember", "recall", "ask", "forget"}
-    hints = {name: (t.annotations.read_only_hint, t.annotations.destructive_hint, t.annotations.idempotent_hint) for name, t in tools.items()}
-    assert hints == {"remember": (False, False, True), "recall": (True, False, True), "ask": (True, False, True), "forget": (False, True, True)}
+    hints = {
+        name: (t.annotations.read_only_hint, t.annotations.destructive_hint, t.annotations.idempotent_hint) for name, t in tools.items()
+    }
+    assert hints == {
+        "remember": (False, False, True),
+        "recall": (True, False, True),
+        "ask": (True, False, True),
+        "forget": (False, True, True),
+    }
     assert tools["remember"].input_schema["required"] == ["messages"]
     assert set(tools["recall"].output_schema["properties"]) == {"query", "memories"}
     assert tools["forget"].input_schema["properties"]["kind"]["enum"] == ["episode", "fact", "note"]

@@ -10,7 +10,9 @@ import pytest
 from nemori_cli.errors import ModelError
 
 
-@pytest.mark.parametrize(("raised", "said"), [(MemoryError(), "not enough memory to load"), (ValueError("Failed to load model from file"), "cannot load")])
+@pytest.mark.parametrize(
+    ("raised", "said"), [(MemoryError(), "not enough memory to load"), (ValueError("Failed to load model from file"), "cannot load")]
+)
 def test_a_failed_load_is_one_model_error(monkeypatch, tmp_path, raised, said):
     from nemori_cli.llm import llamacpp
 

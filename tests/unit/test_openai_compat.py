@@ -45,7 +45,9 @@ class Server:
                 kind = fmt["type"] + ("+schema" if "schema" in fmt else "")
                 if kind not in outer.accepts:
                     return self._send(500, {"error": "Input should be 'text' or 'json_object'"})
-                self._send(200, {"choices": [{"message": {"content": '{"ok": true}'}}], "usage": {"prompt_tokens": 7, "completion_tokens": 3}})
+                self._send(
+                    200, {"choices": [{"message": {"content": '{"ok": true}'}}], "usage": {"prompt_tokens": 7, "completion_tokens": 3}}
+                )
 
         self.httpd = HTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_port}/v1"
@@ -60,7 +62,10 @@ def _forget_formats():
     openai_compat._working_format.clear()
 
 
-@pytest.mark.parametrize("accepts, expected", [({"json_schema"}, "json_schema"), ({"json_object+schema"}, "json_object+schema"), ({"json_object"}, "json_object")])
+@pytest.mark.parametrize(
+    "accepts, expected",
+    [({"json_schema"}, "json_schema"), ({"json_object+schema"}, "json_object+schema"), ({"json_object"}, "json_object")],
+)
 def test_falls_back_through_the_dialects_and_remembers(accepts, expected):
     server = Server(accepts)
     try:

@@ -8,8 +8,6 @@ the commands and guarantees around them.
 
 from __future__ import annotations
 
-from nemori_cli.store.pg_migrations import MIGRATIONS as PG_MIGRATIONS
-
 import json
 import subprocess
 import sys
@@ -18,6 +16,7 @@ import pytest
 
 from nemori_cli.errors import StoreError
 from nemori_cli.store.engines import open_store
+from nemori_cli.store.pg_migrations import MIGRATIONS as PG_MIGRATIONS
 from tests.conftest import REPO
 from tests.support.postgres import new_database
 from tests.unit.fake_ingest import TOPICS, conversation, isolate, nemori, use_fake_answers, use_fakes, write_jsonl
@@ -174,16 +173,25 @@ def test_four_concurrent_ingest_processes_lose_nothing_and_make_nothing_twice(tm
         "bob": write_jsonl(tmp_path / "bob.jsonl", conversation(topics=TOPICS[2:6], per_topic=5)),
     }
     jobs = [(user, files[user]) for user in ("ann", "bob", "ann", "bob")]
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "cfg"), "NEMORI_CACHE_DIR": str(tmp_path / "cache")}
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "XDG_CONFIG_HOME": str(tmp_path / "cfg"),
+        "NEMORI_CACHE_DIR": str(tmp_path / "cache"),
+    }
     procs = [
         subprocess.Popen(
             [sys.executable, "-m", "tests.support.pg_ingest_worker", url, user, str(path)],
-            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         for user, path in jobs
     ]
     outputs = [p.communicate(timeout=300) for p in procs]
-    for p, (out, err) in zip(procs, outputs):
+    for p, (_out, err) in zip(procs, outputs):
         assert p.returncode == 0, err
     store = open_store(url)
     try:
@@ -220,11 +228,18 @@ def test_an_export_moves_a_memory_between_the_engines_both_ways(world):
         return [r for r in map(json.loads, path.read_text().splitlines()) if "table" in r]
 
     one, two = rows(out1), rows(out2)
-    strip = lambda rs: sorted(json.dumps({k: v for k, v in r.items() if not (r["table"] == "fact_sources" and k == "rowid")}, sort_keys=True) for r in rs)
+
+    def strip(rs):
+        return sorted(
+            json.dumps({k: v for k, v in r.items() if not (r["table"] == "fact_sources" and k == "rowid")}, sort_keys=True) for r in rs
+        )
+
     assert strip(one) == strip(two)  # the same rows, ids, texts and vectors out of either engine
     for db in (first, url, back):
         shown = _json(nemori("inspect", "episodes", "--db", db, "--user", "ann", "--json"))["episodes"]
-        assert [e["id"] for e in shown] == [e["id"] for e in _json(nemori("inspect", "episodes", "--db", first, "--user", "ann", "--json"))["episodes"]]
+        assert [e["id"] for e in shown] == [
+            e["id"] for e in _json(nemori("inspect", "episodes", "--db", first, "--user", "ann", "--json"))["episodes"]
+        ]
         hits = _json(nemori("search", "garden", "--db", db, "--user", "ann", "--json"))["hits"]
         assert "garden" in json.dumps(hits[0]).lower()
     # New rows after the import get new ids, not the restored ones.

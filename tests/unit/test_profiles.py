@@ -66,7 +66,9 @@ def test_summary_mode_keeps_versions_and_no_facts_and_retrieval_shows_it(db, llm
 
 
 def test_direct_distillation_never_predicts(db, llm, backend, embedder):
-    build(db, llm, backend, embedder, Profile(facts=True, distill="direct", integrate=False), facts=(("Ann sailing boat Malta regatta.",), ()))
+    build(
+        db, llm, backend, embedder, Profile(facts=True, distill="direct", integrate=False), facts=(("Ann sailing boat Malta regatta.",), ())
+    )
     assert backend.prompts_for("Prediction") == []
     assert all(p[0]["content"] == distill_prompt.DIRECT_SYSTEM for p in backend.prompts_for("Distilled"))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -49,9 +49,7 @@ def error_of(stream, **kwargs) -> str:
 
 
 def test_reads_fields_and_line_numbers_skipping_blank_lines():
-    out = read_jsonl(
-        jsonl(msg(id="a", session=1), "", "   ", msg(speaker="Bob", content="hi", id=7)), SRC
-    )
+    out = read_jsonl(jsonl(msg(id="a", session=1), "", "   ", msg(speaker="Bob", content="hi", id=7)), SRC)
     assert [(m.speaker, m.content, m.source_id, m.session, m.line) for m in out] == [
         ("Ann", "hello", "a", "1", 1),
         ("Bob", "hi", "7", None, 4),
@@ -74,7 +72,7 @@ def test_z_timestamp_is_utc_aware_and_naive_stays_naive():
         ),
         SRC,
     )
-    assert out[0].timestamp == datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
+    assert out[0].timestamp == datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
     assert out[0].timestamp.tzinfo is not None
     assert out[1].timestamp.tzinfo is None
     assert out[2].timestamp.utcoffset() == timedelta(hours=2)
@@ -144,10 +142,7 @@ def test_non_string_speaker_or_content(fields, key):
 
 def test_missing_timestamp_says_how_to_fix():
     text = error_of(jsonl(msg(), msg(timestamp=None)))
-    assert text == (
-        f"{SRC}:2: no 'timestamp' (ISO 8601, e.g. 2023-05-08T13:56:00);"
-        " pass --default-timestamp to supply one"
-    )
+    assert text == (f"{SRC}:2: no 'timestamp' (ISO 8601, e.g. 2023-05-08T13:56:00); pass --default-timestamp to supply one")
 
 
 @pytest.mark.parametrize("value", ["yesterday", "2023-13-01T00:00:00", 1683554160, ""])
@@ -193,7 +188,7 @@ def test_long_values_are_cut_and_kept_on_one_line():
 
 
 def test_parse_timestamp():
-    assert parse_timestamp("2023-05-08T13:56:00Z").tzinfo == timezone.utc
+    assert parse_timestamp("2023-05-08T13:56:00Z").tzinfo == UTC
     assert parse_timestamp("2023-05-08 13:56") == datetime(2023, 5, 8, 13, 56)
     for bad in ("", "Z", "May 8"):
         with pytest.raises(ValueError):
@@ -214,8 +209,7 @@ def test_parse_locomo_datetime(value, expected):
     assert got == expected and got.tzinfo is None
 
 
-@pytest.mark.parametrize("value", ["13:00 pm on 8 May, 2023", "1:56 pm on 8 Mayo, 2023",
-                                   "1:56 pm on 31 June, 2023", "8 May 2023"])
+@pytest.mark.parametrize("value", ["13:00 pm on 8 May, 2023", "1:56 pm on 8 Mayo, 2023", "1:56 pm on 31 June, 2023", "8 May 2023"])
 def test_parse_locomo_datetime_rejects(value):
     with pytest.raises(ValueError):
         parse_locomo_datetime(value)
@@ -234,9 +228,7 @@ def sample(sample_id="s1", **conversation) -> dict:
 
 
 def turns(n: int, session: int = 1) -> list[dict]:
-    return [
-        {"speaker": "AB"[i % 2], "dia_id": f"D{session}:{i + 1}", "text": f"t{i}"} for i in range(n)
-    ]
+    return [{"speaker": "AB"[i % 2], "dia_id": f"D{session}:{i + 1}", "text": f"t{i}"} for i in range(n)]
 
 
 def locomo(data) -> io.BytesIO:
@@ -253,11 +245,15 @@ def locomo_error(data, sample_id=None, raw: bytes | None = None) -> str:
 
 
 def test_locomo_sessions_sorted_numerically_with_second_offsets():
-    data = [sample(
-        session_10=turns(1, 10), session_10_date_time="9:00 am on 2 June, 2023",
-        session_2=turns(3, 2), session_2_date_time="1:56 pm on 8 May, 2023",
-        session_11_date_time="9:00 am on 3 June, 2023",  # a date without a session is ignored
-    )]
+    data = [
+        sample(
+            session_10=turns(1, 10),
+            session_10_date_time="9:00 am on 2 June, 2023",
+            session_2=turns(3, 2),
+            session_2_date_time="1:56 pm on 8 May, 2023",
+            session_11_date_time="9:00 am on 3 June, 2023",  # a date without a session is ignored
+        )
+    ]
     out = read_locomo(locomo(data), LSRC, sample_id=None)
     assert [m.source_id for m in out] == ["D2:1", "D2:2", "D2:3", "D10:1"]
     assert [m.session for m in out] == ["2", "2", "2", "10"]
@@ -275,8 +271,10 @@ def test_locomo_caption_is_appended():
 
 
 def test_locomo_sample_selection_errors():
-    data = [sample("a", session_1=turns(1), session_1_date_time="1:56 pm on 8 May, 2023"),
-            sample("b", session_1=turns(1), session_1_date_time="1:56 pm on 8 May, 2023")]
+    data = [
+        sample("a", session_1=turns(1), session_1_date_time="1:56 pm on 8 May, 2023"),
+        sample("b", session_1=turns(1), session_1_date_time="1:56 pm on 8 May, 2023"),
+    ]
     assert "holds 2 samples" in locomo_error(data) and "(a, b)" in locomo_error(data)
     text = locomo_error(data, sample_id="zzz")
     assert "no sample 'zzz'" in text and "available: a, b" in text
@@ -285,8 +283,7 @@ def test_locomo_sample_selection_errors():
 
 
 def test_locomo_session_without_date():
-    data = [sample(session_1=turns(2), session_1_date_time="1:56 pm on 8 May, 2023",
-                   session_2=turns(2, 2))]
+    data = [sample(session_1=turns(2), session_1_date_time="1:56 pm on 8 May, 2023", session_2=turns(2, 2))]
     text = locomo_error(data)
     assert "session_2 has no 'session_2_date_time'" in text
 
@@ -321,8 +318,7 @@ def test_locomo_not_utf8():
             "turn 1: 'dia_id' missing",
         ),
         (
-            [sample(session_1=[{"speaker": "A", "dia_id": "D", "text": " "}],
-                    session_1_date_time=MAY8)],
+            [sample(session_1=[{"speaker": "A", "dia_id": "D", "text": " "}], session_1_date_time=MAY8)],
             "empty speaker or text",
         ),
         ([sample(session_1=[], session_1_date_time=MAY8)], "no messages"),
@@ -343,9 +339,7 @@ def test_locomo_dev_conv26():
     assert session1[0].timestamp == datetime(2023, 5, 8, 13, 56, 0)
     assert session1[-1].timestamp == datetime(2023, 5, 8, 13, 56, 17)
     d15 = next(m for m in out if m.source_id == "D1:5")
-    assert d15.content.endswith(
-        " [shares a photo: a photo of a dog walking past a wall with a painting of a woman]"
-    )
+    assert d15.content.endswith(" [shares a photo: a photo of a dog walking past a wall with a painting of a woman]")
     times = [m.timestamp for m in out]
     assert times == sorted(times), "sessions are read in time order in conv-26"
     with LOCOMO_DEV.open("rb") as f:

@@ -32,11 +32,10 @@ from nemori_cli.pipeline.runner import Pipeline
 from nemori_cli.retrieval.search import PROFILES, SearchOptions, search
 from nemori_cli.store import episodes as episode_sql
 from nemori_cli.store import facts as fact_sql
-from nemori_cli.store import forget
+from nemori_cli.store import forget, stats
 from nemori_cli.store import messages as message_sql
 from nemori_cli.store import notes as note_sql
-from nemori_cli.store import stats
-from nemori_cli.store.db import Database
+from nemori_cli.store.sqlite import SqliteStore
 from tests.unit.isolation_world import HALF_MADE as BROKEN
 from tests.unit.isolation_world import MARKERS, TOPICS, echo, messages_for
 
@@ -55,7 +54,7 @@ def slow_echo(messages, schema):
 
 def seed(path, mode: str) -> tuple[str, int]:
     """bob's memory and the first of alice's; returns what of bob's to forget later: ("episode", id), or ("note", id) without episodes."""
-    db = Database(path)
+    db = SqliteStore(path)
     profile = resolve(db, {"memory": mode})
     for user, marker in ((OTHER, MARKERS[1]), (WRITER, MARKERS[0])):
         pipe = Pipeline(db, user, StructuredLLM(FakeBackend(default=echo)), FakeEmbedder(), window=4, profile=profile)
@@ -77,13 +76,15 @@ def growing(counts: dict) -> dict:
     }
 
 
-def read_once(db: Database, mode, embedder) -> tuple[list[str], dict]:
+def read_once(db: SqliteStore, mode, embedder) -> tuple[list[str], dict]:
     """One round of what the commands read; returns what was found half-made, and the counts."""
     problems = [what for what, sql in BROKEN.items() if db.one(sql)["n"]]
     for e in episode_sql.list_all(db, WRITER, with_messages=True):
         if not e.messages:
             problems.append(f"inspect episodes: E{e.id} without messages")
-    for e in episode_sql.by_ids(db, WRITER, [e.id for e in episode_sql.list_all(db, WRITER, include_superseded=True)], with_messages=True).values():
+    for e in episode_sql.by_ids(
+        db, WRITER, [e.id for e in episode_sql.list_all(db, WRITER, include_superseded=True)], with_messages=True
+    ).values():
         if not e.messages and e.status == "active":  # a merged part's messages belong to what it was merged into
             problems.append(f"inspect episode: E{e.id} without messages")
     for f in fact_sql.list_all(db, WRITER, include_superseded=True):
@@ -106,7 +107,7 @@ def read_once(db: Database, mode, embedder) -> tuple[list[str], dict]:
 def test_readers_during_an_ingest_see_whole_units_and_a_forget_waits(tmp_path, mode):
     path = tmp_path / "memory.db"
     kind, target = seed(path, mode)
-    writer_db = Database(path)
+    writer_db = SqliteStore(path)
     profile = resolve(writer_db, {})
     processing = threading.Event()  # add_messages is done: the units of work of process() follow
     inside = threading.Event()  # the writer is inside one of them (its transaction open)
@@ -129,7 +130,9 @@ def test_readers_during_an_ingest_see_whole_units_and_a_forget_waits(tmp_path, m
     pipe = Pipeline(writer_db, WRITER, StructuredLLM(FakeBackend(default=model)), HoldingEmbedder(), window=4, profile=profile)
     incoming = []
     for day in range(6):  # a continuation every other batch: merges move messages between episodes
-        incoming += messages_for(MARKERS[0], TOPICS[day % 2], 3, datetime(2023, 5, 2, 9) + timedelta(days=day // 2, hours=day % 2), 100 + 3 * day)
+        incoming += messages_for(
+            MARKERS[0], TOPICS[day % 2], 3, datetime(2023, 5, 2, 9) + timedelta(days=day // 2, hours=day % 2), 100 + 3 * day
+        )
     done = threading.Event()
     errors: list[str] = []
     report = {}
@@ -148,7 +151,7 @@ def test_readers_during_an_ingest_see_whole_units_and_a_forget_waits(tmp_path, m
     seen: list[str] = []
 
     def read(index: int):
-        db = Database(path, create=False)
+        db = SqliteStore(path, create=False)
         embedder = FakeEmbedder()
         last = None
         n = 0
@@ -170,7 +173,7 @@ def test_readers_during_an_ingest_see_whole_units_and_a_forget_waits(tmp_path, m
     forgot = {}
 
     def forget_bobs():
-        db = Database(path, create=False)
+        db = SqliteStore(path, create=False)
         try:
             assert inside.wait(30), "the writer never held a unit of work open"
             started = time.perf_counter()
@@ -183,7 +186,11 @@ def test_readers_during_an_ingest_see_whole_units_and_a_forget_waits(tmp_path, m
         finally:
             db.close()
 
-    threads = [threading.Thread(target=write), *(threading.Thread(target=read, args=(i,)) for i in range(2)), threading.Thread(target=forget_bobs)]
+    threads = [
+        threading.Thread(target=write),
+        *(threading.Thread(target=read, args=(i,)) for i in range(2)),
+        threading.Thread(target=forget_bobs),
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -197,7 +204,7 @@ def test_readers_during_an_ingest_see_whole_units_and_a_forget_waits(tmp_path, m
     assert ingest.pending == 0 and (ingest.episodes or ingest.merged or ingest.notes)
     assert forgot["counts"][f"{kind}s"] == 1
     assert forgot["waited_s"] > HOLD_S / 2  # it waited for the writer's unit of work to commit
-    db = Database(path, create=False)
+    db = SqliteStore(path, create=False)
     assert db.one("PRAGMA integrity_check")["integrity_check"] == "ok"
     assert [what for what, sql in BROKEN.items() if db.one(sql)["n"]] == []
     assert (episode_sql.get(db, OTHER, target) if kind == "episode" else note_sql.get(db, OTHER, target)) is None
@@ -207,7 +214,7 @@ def test_readers_during_an_ingest_see_whole_units_and_a_forget_waits(tmp_path, m
 # -- the same races, made to happen: another connection commits between two statements of one read ----------
 
 
-def _merge_away(writer: Database, episode_id: int, embedder) -> None:
+def _merge_away(writer: SqliteStore, episode_id: int, embedder) -> None:
     """What an ingest's merge commits: a new episode that takes over this one's messages."""
     old = episode_sql.get(writer, WRITER, episode_id)
     with writer.transaction():
@@ -216,13 +223,17 @@ def _merge_away(writer: Database, episode_id: int, embedder) -> None:
         episode_sql.supersede(writer, WRITER, [episode_id], merged, "continued")
 
 
-def _forget_away(writer: Database, episode_id: int, embedder) -> None:
+def _forget_away(writer: SqliteStore, episode_id: int, embedder) -> None:
     with writer.transaction():
         forget.forget_episode(writer, WRITER, episode_id)
 
 
 def _search(db, embedder):
-    return [(h.kind, h.id, len(h.messages)) for h in search(db, WRITER, embedder, f"{TOPICS[0]} {MARKERS[0]}", EVERYTHING)[0] if h.kind == "episode"]
+    return [
+        (h.kind, h.id, len(h.messages))
+        for h in search(db, WRITER, embedder, f"{TOPICS[0]} {MARKERS[0]}", EVERYTHING)[0]
+        if h.kind == "episode"
+    ]
 
 
 def _inspect_episodes(db, embedder):
@@ -244,7 +255,7 @@ def _inspect_facts(db, embedder):
 )
 def test_a_read_of_several_statements_sees_one_committed_state(tmp_path, monkeypatch, read, between, commit):
     path = tmp_path / "memory.db"
-    db = Database(path)
+    db = SqliteStore(path)
     embedder = FakeEmbedder()
     pipe = Pipeline(db, WRITER, StructuredLLM(FakeBackend(default=echo)), embedder, window=4, profile=resolve(db, {"memory": "native"}))
     pipe.add_messages(messages_for(MARKERS[0], TOPICS[0], 3, datetime(2023, 5, 1, 9), 0))
@@ -252,7 +263,7 @@ def test_a_read_of_several_statements_sees_one_committed_state(tmp_path, monkeyp
     (episode,) = episode_sql.list_all(db, WRITER)
     assert fact_sql.list_all(db, WRITER), "the fake model gives the episode a fact"
     before = read(db, embedder)
-    writer = Database(path)
+    writer = SqliteStore(path)
     module, name = between.rsplit(".", 1)
     real = getattr(__import__(module, fromlist=[name]), name)
     fired = []

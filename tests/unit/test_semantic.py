@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from nemori_cli.memory.profile import Profile
-from nemori_cli.pipeline.runner import Pipeline
 from nemori_cli.memory.semantic import ungrounded
+from nemori_cli.pipeline.runner import Pipeline
 from nemori_cli.store import facts as fact_sql
 from nemori_cli.store import telemetry
 from tests.conftest import make_messages
@@ -128,7 +128,9 @@ def test_answer_prompt_lists_facts_after_citable_episodes(db, llm, backend, embe
     backend.responses = [{"answer": "a boat", "sources": [1]}]
     answer, cited = ask(db, "u", embedder, llm, "What does Ann own?", PROFILES["paper"])
     prompt = backend.history[-1][0][-1]["content"]
-    assert "Facts:\n- (8 May 2023) Ann owns a sailing boat." in prompt and "13:00" not in prompt  # dates only: a clock time invites clock-time answers
+    assert (
+        "Facts:\n- (8 May 2023) Ann owns a sailing boat." in prompt and "13:00" not in prompt
+    )  # dates only: a clock time invites clock-time answers
     items = backend.history[-1][1]["properties"]["sources"]["items"]
     assert items.get("enum", [items.get("const")]) == [1]  # only episodes are citable
     assert answer.answer == "a boat" and cited == [1]

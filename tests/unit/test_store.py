@@ -2,18 +2,18 @@ import numpy as np
 import pytest
 
 from nemori_cli.errors import StoreError
-from nemori_cli.store.db import Database
+from nemori_cli.store import messages as message_sql
 from nemori_cli.store.episodes import EpisodeDraft, add, text_search, vector_search
 from nemori_cli.store.index import search_words
 from nemori_cli.store.migrations import MIGRATIONS
-from nemori_cli.store import messages as message_sql
+from nemori_cli.store.sqlite import SqliteStore
 from tests.conftest import make_messages, sqlite_only
 
 
 def test_migrations_are_recorded_once(tmp_path):
     path = tmp_path / "m.db"
-    Database(path).close()
-    again = Database(path)
+    SqliteStore(path).close()
+    again = SqliteStore(path)
     rows = again.query("SELECT id FROM schema_migrations")
     assert [r["id"] for r in rows] == [m[0] for m in MIGRATIONS]
     assert again.query("PRAGMA journal_mode")[0]["journal_mode"] == "wal"
@@ -21,23 +21,23 @@ def test_migrations_are_recorded_once(tmp_path):
 
 def test_newer_schema_is_refused(tmp_path):
     path = tmp_path / "m.db"
-    db = Database(path)
+    db = SqliteStore(path)
     db.conn.execute("INSERT INTO schema_migrations VALUES (999, 'future', 'x')")
     db.close()
     with pytest.raises(StoreError, match="newer nemori"):
-        Database(path)
+        SqliteStore(path)
 
 
 def test_not_a_database_is_a_clear_error(tmp_path):
     path = tmp_path / "junk.db"
     path.write_bytes(b"this is not sqlite at all" * 100)
     with pytest.raises(StoreError, match="not a SQLite database"):
-        Database(path)
+        SqliteStore(path)
 
 
 def test_missing_database_is_refused_when_not_creating(tmp_path):
     with pytest.raises(StoreError, match="no database"):
-        Database(tmp_path / "absent.db", create=False)
+        SqliteStore(tmp_path / "absent.db", create=False)
     assert not (tmp_path / "absent.db").exists()
 
 

@@ -18,15 +18,18 @@ import pytest
 
 from nemori_cli.embed.base import identity
 from nemori_cli.errors import StoreError
-from nemori_cli.store import db as db_module
 from nemori_cli.store import messages as message_sql
-from nemori_cli.store.db import Database
-from tests.conftest import sqlite_only, REPO, make_messages
+from nemori_cli.store import sqlite as db_module
+from nemori_cli.store import sqlite_files
+from nemori_cli.store.sqlite import SqliteStore
+from tests.conftest import REPO, make_messages, sqlite_only
 
 
 def nemori(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("NEMORI_")}
-    return subprocess.run([sys.executable, "-m", "nemori_cli", *args], capture_output=True, text=True, cwd=REPO, env={**clean, **(env or {})}, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "nemori_cli", *args], capture_output=True, text=True, cwd=REPO, env={**clean, **(env or {})}, timeout=120
+    )
 
 
 def digest(path) -> str:
@@ -51,7 +54,9 @@ def foreign(tmp_path):
     return path
 
 
-@pytest.mark.parametrize("command", [["stats"], ["inspect", "episodes"], ["search", "anything"], ["ask", "anything"], ["forget", "--user", "u", "--yes"]])
+@pytest.mark.parametrize(
+    "command", [["stats"], ["inspect", "episodes"], ["search", "anything"], ["ask", "anything"], ["forget", "--user", "u", "--yes"]]
+)
 def test_no_command_touches_another_applications_sqlite_file(foreign, command):
     before = digest(foreign)
     run = nemori(*command, "--db", str(foreign))
@@ -89,9 +94,9 @@ def test_a_read_only_database_is_refused_before_a_model_loads(tmp_path, monkeypa
     """Root may write anywhere, so the permission is denied through os.access (what the check asks)."""
     sqlite_only(db, "a file's permissions; a server says what a login may write")
     real = os.access
-    monkeypatch.setattr(db_module.os, "access", lambda p, mode: False if mode == os.W_OK and str(p) == str(db.path) else real(p, mode))
+    monkeypatch.setattr(sqlite_files.os, "access", lambda p, mode: False if mode == os.W_OK and str(p) == str(db.path) else real(p, mode))
     with pytest.raises(StoreError, match="read-only"):
-        db_module.refuse_read_only(db.path)
+        sqlite_files.refuse_read_only(db.path)
     from nemori_cli import deps
     from nemori_cli.config import Settings
 
@@ -104,7 +109,7 @@ def test_a_read_only_database_is_refused_before_a_model_loads(tmp_path, monkeypa
 
 def test_a_second_writer_waits_for_the_first_instead_of_failing(tmp_path, embedder):
     path = tmp_path / "m.db"
-    first, second = Database(path), Database(path)
+    first, second = SqliteStore(path), SqliteStore(path)
     first.bind_embedder(identity(embedder), embedder.dimensions)
     holding = threading.Event()
 
@@ -131,12 +136,11 @@ def test_a_second_writer_waits_for_the_first_instead_of_failing(tmp_path, embedd
 
 def test_a_writer_locked_out_too_long_gets_one_line_and_writes_nothing(tmp_path, monkeypatch):
     path = tmp_path / "m.db"
-    holder, waiter = Database(path), Database(path)
+    holder, waiter = SqliteStore(path), SqliteStore(path)
     monkeypatch.setattr(db_module, "WRITE_WAIT_MS", 200)
     holder.conn.execute("BEGIN IMMEDIATE")
-    with pytest.raises(StoreError, match="locked by another writer"):
-        with waiter.transaction():
-            message_sql.insert_messages(waiter, "u", make_messages(2))
+    with pytest.raises(StoreError, match="locked by another writer"), waiter.transaction():
+        message_sql.insert_messages(waiter, "u", make_messages(2))
     holder.conn.execute("ROLLBACK")
     assert message_sql.count_pending(waiter, "u") == 0
     holder.close()
@@ -148,7 +152,7 @@ def test_a_writer_locked_out_too_long_gets_one_line_and_writes_nothing(tmp_path,
 
 def _secret_file(tmp_path, embedder):
     path = tmp_path / "m.db"
-    db = Database(path)
+    db = SqliteStore(path)
     db.bind_embedder(identity(embedder), embedder.dimensions)
     with db.transaction():
         message_sql.insert_messages(db, "bob", make_messages(40, topic="zanzibarsecret"))

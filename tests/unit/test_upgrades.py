@@ -6,9 +6,9 @@ import apsw
 import pytest
 
 from nemori_cli.errors import StoreError
-from nemori_cli.store import db as db_module
-from nemori_cli.store.db import Database
+from nemori_cli.store import sqlite as db_module
 from nemori_cli.store.migrations import MIGRATIONS
+from nemori_cli.store.sqlite import SqliteStore
 
 NEWEST = max(m[0] for m in MIGRATIONS)
 
@@ -33,8 +33,10 @@ def _old_file(path, version: int, messages: int = 25):
                 " VALUES ('u', ?, ?, 'Ann', ?, '2024-01-01T10:00:00', ?, ?, 'x')",
                 (f"k{i}", f"D1:{i}", f"old message {i} \u00e9\u2603", 1 + i, 1 if i < 20 else None),
             )
-        conn.execute("INSERT INTO llm_calls(user_id, stage, model, prompt_tokens, completion_tokens, ms, attempts, outcome, created_at)"
-                     " VALUES ('u', 'narration', 'm', 10, 5, 1.0, 1, 'ok', 'x')")
+        conn.execute(
+            "INSERT INTO llm_calls(user_id, stage, model, prompt_tokens, completion_tokens, ms, attempts, outcome, created_at)"
+            " VALUES ('u', 'narration', 'm', 10, 5, 1.0, 1, 'ok', 'x')"
+        )
         if version >= 3:  # facts exist: schema 7 dates them by their source episode
             conn.execute("INSERT INTO facts(user_id, text, created_at) VALUES ('u', 'Ann sails.', 'x')")
             conn.execute("INSERT INTO fact_sources(fact_id, episode_id) VALUES (1, 1)")
@@ -44,9 +46,12 @@ def _old_file(path, version: int, messages: int = 25):
 def _rows(path) -> list[tuple]:
     conn = apsw.Connection(str(path))
     try:
-        return conn.execute("SELECT msg_key, content, episode_id FROM messages ORDER BY id").fetchall() + conn.execute(
-            "SELECT title, narrative, status FROM episodes ORDER BY id"
-        ).fetchall() + conn.execute("SELECT stage, prompt_tokens FROM llm_calls").fetchall() + _facts(conn)
+        return (
+            conn.execute("SELECT msg_key, content, episode_id FROM messages ORDER BY id").fetchall()
+            + conn.execute("SELECT title, narrative, status FROM episodes ORDER BY id").fetchall()
+            + conn.execute("SELECT stage, prompt_tokens FROM llm_calls").fetchall()
+            + _facts(conn)
+        )
     finally:
         conn.close()
 
@@ -62,10 +67,14 @@ def test_every_earlier_schema_upgrades_in_place_and_loses_no_row(tmp_path, versi
     path = tmp_path / f"v{version}.db"
     _old_file(path, version)
     before = _rows(path)
-    db = Database(path, create=False)
+    db = SqliteStore(path, create=False)
     assert db.schema_version() == NEWEST
     if 3 <= version < 7:  # schema 7's backfill: the fact is valid from its episode's end, in conversation time
-        assert db.one("SELECT episode_id, valid_from, valid_until FROM facts") == {"episode_id": 1, "valid_from": "2024-01-01T11:00:00", "valid_until": None}
+        assert db.one("SELECT episode_id, valid_from, valid_until FROM facts") == {
+            "episode_id": 1,
+            "valid_from": "2024-01-01T11:00:00",
+            "valid_until": None,
+        }
     db.close()
     assert _rows(path) == before and len(before) == 25 + 1 + 1 + (version >= 3)
 
@@ -77,7 +86,7 @@ def test_a_failing_migration_leaves_the_file_at_the_version_before(tmp_path, mon
     broken = (NEWEST + 1, "a migration that fails halfway", "CREATE TABLE half_made(x); INSERT INTO no_such_table VALUES (1);")
     monkeypatch.setattr(db_module, "MIGRATIONS", [*MIGRATIONS, broken])
     with pytest.raises(StoreError, match=f"unchanged at schema {NEWEST}"):
-        Database(path, create=False)
+        SqliteStore(path, create=False)
     conn = apsw.Connection(str(path))
     assert conn.execute("SELECT max(id) FROM schema_migrations").fetchall()[0][0] == NEWEST
     assert not conn.execute("SELECT name FROM sqlite_master WHERE name = 'half_made'").fetchall()
@@ -87,11 +96,11 @@ def test_a_failing_migration_leaves_the_file_at_the_version_before(tmp_path, mon
 
 def test_a_file_from_a_newer_nemori_is_refused_and_left_alone(tmp_path):
     path = tmp_path / "new.db"
-    Database(path).close()
+    SqliteStore(path).close()
     conn = apsw.Connection(str(path))
     conn.execute("INSERT INTO schema_migrations VALUES (?, 'from the future', 'x')", (NEWEST + 1,))
     conn.close()
     before = path.read_bytes()
     with pytest.raises(StoreError, match="newer nemori"):
-        Database(path, create=False)
+        SqliteStore(path, create=False)
     assert path.read_bytes() == before

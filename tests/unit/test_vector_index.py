@@ -13,12 +13,11 @@ from datetime import datetime
 import numpy as np
 import pytest
 
-from nemori_cli.store import db as sqlite_engine
 from nemori_cli.store import episodes as episode_sql
-from nemori_cli.store import forget
+from nemori_cli.store import forget, sqlite_vectors
 from nemori_cli.store import messages as message_sql
-from nemori_cli.store.db import Database
-from tests.conftest import make_messages, sqlite_only
+from nemori_cli.store.sqlite import SqliteStore
+from tests.conftest import make_messages
 
 DIMS = 64
 
@@ -53,7 +52,7 @@ def small_thresholds(monkeypatch):
     """Thresholds a unit test can pass with a few thousand rows."""
     from nemori_cli.store import pg
 
-    monkeypatch.setattr(sqlite_engine, "QUANTISED_MIN_ROWS", 1000)
+    monkeypatch.setattr(sqlite_vectors, "QUANTISED_MIN_ROWS", 1000)
     monkeypatch.setattr(pg, "HNSW_MIN_ROWS", 1000)
 
 
@@ -101,7 +100,7 @@ def test_within_is_searched_exactly(db, small_thresholds):
 
 
 def test_forget_and_merges_leave_no_row_in_the_quantised_table(tmp_path):
-    db = Database(tmp_path / "m.db")
+    db = SqliteStore(tmp_path / "m.db")
     db.bind_embedder("test:64", DIMS)
     vectors = _clustered(3)
     with db.transaction():
@@ -128,28 +127,28 @@ def test_forget_and_merges_leave_no_row_in_the_quantised_table(tmp_path):
 
 def test_a_quantised_table_out_of_step_is_rebuilt_on_open(tmp_path):
     """A file whose quantised copy lost rows (an older nemori, a restored export) gets it rebuilt from the float vectors."""
-    db = Database(tmp_path / "m.db")
+    db = SqliteStore(tmp_path / "m.db")
     ids = _fill(db, {"u": _clustered(50)})["u"]
     with db.transaction():
         db.conn.execute("DELETE FROM episode_vec_bits WHERE rowid < 20")
     db.close()
-    db = Database(tmp_path / "m.db")
+    db = SqliteStore(tmp_path / "m.db")
     assert db.one("SELECT count(*) AS n FROM episode_vec_bits")["n"] == len(ids)
     db.close()
 
 
 def test_the_quantised_scan_reads_vec0_storage_as_sqlite_vec_writes_it(tmp_path, monkeypatch):
     """The direct read of the bit chunks and vec0's own Hamming KNN pick the same candidates."""
-    monkeypatch.setattr(sqlite_engine, "QUANTISED_MIN_ROWS", 500)
-    db = Database(tmp_path / "m.db")
+    monkeypatch.setattr(sqlite_vectors, "QUANTISED_MIN_ROWS", 500)
+    db = SqliteStore(tmp_path / "m.db")
     vectors = _clustered(1200)
     _fill(db, {"u": vectors, "v": _clustered(700, seed=9)})
     q = _clustered(1, seed=6)[0]
     direct = db.vector_search("episode_vec", "u", q, 10)
-    # Loud, not a silent fallback: the scan reads vec0's private shadow tables (store/db.py), so a
+    # Loud, not a silent fallback: the scan reads vec0's private shadow tables (store/sqlite.py), so a
     # sqlite-vec that lays them out otherwise must fail here before the pin in pyproject.toml moves.
-    assert db._bit_layout == {"episode_vec_bits": True}, "sqlite-vec's vec0 storage layout changed: see Database._quantised_search"
-    db._bit_layout = {"episode_vec_bits": False}  # as for a sqlite-vec whose storage differs
+    assert db.quantised.layout == {"episode_vec_bits": True}, "sqlite-vec's vec0 storage layout changed: see store/sqlite_vectors.py"
+    db.quantised.layout = {"episode_vec_bits": False}  # as for a sqlite-vec whose storage differs
     through_knn = db.vector_search("episode_vec", "u", q, 10)
     assert [i for i, _ in direct] == [i for i, _ in through_knn]
     db.close()
@@ -165,7 +164,7 @@ def test_postgresql_vector_tables_have_hnsw_indexes(db):
 
 def test_sqlite_small_store_uses_the_exact_scan(tmp_path, monkeypatch):
     """Below QUANTISED_MIN_ROWS the quantised table is not consulted at all."""
-    db = Database(tmp_path / "m.db")
+    db = SqliteStore(tmp_path / "m.db")
     vectors = _clustered(200)
     ids = _fill(db, {"u": vectors})["u"]
     with db.transaction():
@@ -177,17 +176,17 @@ def test_sqlite_small_store_uses_the_exact_scan(tmp_path, monkeypatch):
 
 def test_deleted_rows_in_many_chunks_are_never_candidates(tmp_path, monkeypatch):
     """Holes left by deletes (vec0's validity bits) across several chunks: the direct read agrees with vec0's own KNN."""
-    monkeypatch.setattr(sqlite_engine, "QUANTISED_MIN_ROWS", 500)
-    db = Database(tmp_path / "m.db")
+    monkeypatch.setattr(sqlite_vectors, "QUANTISED_MIN_ROWS", 500)
+    db = SqliteStore(tmp_path / "m.db")
     ids = _fill(db, {"u": _clustered(2600), "v": _clustered(300, seed=3)})["u"]  # three chunks of 1,024 for u
     gone = [int(i) for i in ids[::7]]
     with db.transaction():
         db.delete_vectors("episode_vec", gone)
     for seed in (6, 7, 8):
         q = _clustered(1, seed=seed)[0]
-        db._bit_layout = None
+        db.quantised.layout = {}
         direct = db.vector_search("episode_vec", "u", q, 20)
-        db._bit_layout = {"episode_vec_bits": False}
+        db.quantised.layout = {"episode_vec_bits": False}
         through_knn = db.vector_search("episode_vec", "u", q, 20)
         assert [i for i, _ in direct] == [i for i, _ in through_knn]
         assert not set(gone) & {i for i, _ in direct}
@@ -225,5 +224,5 @@ def test_chunks_of_one_size_are_read_as_one_array_with_the_same_result():
     same = [chunk(16, 1, [0, 3, 4, 15]), chunk(16, 17, list(range(10)))]
     mixed = same + [chunk(8, 33, [1, 2])]
     for chunks in (same, mixed):
-        ids, distances = sqlite_engine._chunk_distances(chunks, packed)
+        ids, distances = sqlite_vectors.chunk_distances(chunks, packed)
         assert dict(zip(ids.tolist(), distances.tolist())) == brute(chunks)

@@ -40,7 +40,14 @@ def chat(user: int = 0, topics: int = 6, per_topic: int = 6) -> list[dict]:
         topic = TOPICS[(user * 5 + k % 4) % len(TOPICS)]
         for i in range(per_topic):
             at = start + timedelta(days=k // 2, minutes=k * 10 + i)
-            rows.append({"id": f"u{user}-{k}-{i}", "speaker": "Ann" if i % 2 == 0 else "Bob", "content": f"Let us talk about the {topic}, point {i}.", "timestamp": at.isoformat()})
+            rows.append(
+                {
+                    "id": f"u{user}-{k}-{i}",
+                    "speaker": "Ann" if i % 2 == 0 else "Bob",
+                    "content": f"Let us talk about the {topic}, point {i}.",
+                    "timestamp": at.isoformat(),
+                }
+            )
     return rows
 
 
@@ -53,17 +60,23 @@ def written(path, user: str | None = None) -> dict:
         rank = {f"E{r[0]}": f"E#{i}" for i, r in enumerate(conn.execute("SELECT id FROM episodes WHERE user_id = ? ORDER BY id", (u,)))}
         rank |= {f"F{r[0]}": f"F#{i}" for i, r in enumerate(conn.execute("SELECT id FROM facts WHERE user_id = ? ORDER BY id", (u,)))}
 
-        def plain(text):
+        def plain(text, rank=rank):
             return re.sub(r"\b[EF]\d+\b", lambda m: rank.get(m.group(0), m.group(0)), text or "")
 
         out[u] = {
-            "episodes": [r for r in conn.execute("SELECT title, narrative, status, boundary FROM episodes WHERE user_id = ? ORDER BY id", (u,))],
+            "episodes": [
+                r for r in conn.execute("SELECT title, narrative, status, boundary FROM episodes WHERE user_id = ? ORDER BY id", (u,))
+            ],
             "titles": [r for r in conn.execute("SELECT title, narrative, status FROM episodes WHERE user_id = ? ORDER BY id", (u,))],
             "grouping": [
-                (r[0], rank.get(f"E{r[1]}")) for r in conn.execute("SELECT msg_key, episode_id FROM messages WHERE user_id = ? ORDER BY ts_epoch, id", (u,))
+                (r[0], rank.get(f"E{r[1]}"))
+                for r in conn.execute("SELECT msg_key, episode_id FROM messages WHERE user_id = ? ORDER BY ts_epoch, id", (u,))
             ],
             "facts": [(r[0], r[1]) for r in conn.execute("SELECT text, status FROM facts WHERE user_id = ? ORDER BY id", (u,))],
-            "events": [(r[0], r[1], plain(r[2])) for r in conn.execute("SELECT stage, kind, detail FROM stage_events WHERE user_id = ? ORDER BY id", (u,))],
+            "events": [
+                (r[0], r[1], plain(r[2]))
+                for r in conn.execute("SELECT stage, kind, detail FROM stage_events WHERE user_id = ? ORDER BY id", (u,))
+            ],
             "calls": [r for r in conn.execute("SELECT stage, attempts, outcome FROM llm_calls WHERE user_id = ? ORDER BY id", (u,))],
         }
     conn.close()
@@ -73,7 +86,9 @@ def written(path, user: str | None = None) -> dict:
 def written_in_order(path, user: str) -> bool:
     """Each episode written after the one before it in the conversation: the episodes' starts rise with their ids (a merge aside, which restarts earlier)."""
     conn = apsw.Connection(str(path))
-    starts = [r[0] for r in conn.execute("SELECT start_epoch FROM episodes WHERE user_id = ? AND boundary != 'merged' ORDER BY id", (user,))]
+    starts = [
+        r[0] for r in conn.execute("SELECT start_epoch FROM episodes WHERE user_id = ? AND boundary != 'merged' ORDER BY id", (user,))
+    ]
     conn.close()
     return bool(starts) and starts == sorted(starts)
 
@@ -88,7 +103,9 @@ def endpoint(monkeypatch, tmp_path):
     openai_compat._working_format.clear()
     with SlowServer(DELAY) as server:
         presets = tmp_path / "models.toml"
-        presets.write_text(f'[llm.slow]\nkind = "openai"\nbase_url = "{server.url}"\nmodel = "slow-model"\ntimeout = 10\nconnect_timeout = 5\n')
+        presets.write_text(
+            f'[llm.slow]\nkind = "openai"\nbase_url = "{server.url}"\nmodel = "slow-model"\ntimeout = 10\nconnect_timeout = 5\n'
+        )
         monkeypatch.setenv("NEMORI_MODELS_FILE", str(presets))
         monkeypatch.setenv("NEMORI_MODEL", "slow")
         monkeypatch.delenv("NEMORI_WORKERS", raising=False)
@@ -119,7 +136,9 @@ def test_workers_keep_n_requests_in_flight_and_write_the_same_memory(endpoint, m
 
     endpoint.reset()
     endpoint.delay = COUNTED
-    code, out, err = nemori(monkeypatch, capsys, "ingest", source, "--db", tmp_path / "four.db", "--json", "--partition", partition, "--workers", "4")
+    code, out, err = nemori(
+        monkeypatch, capsys, "ingest", source, "--db", tmp_path / "four.db", "--json", "--partition", partition, "--workers", "4"
+    )
     assert code == 0 and err == "", err
     together = json.loads(out)
     if partition == "similarity":  # every window is cut at once: the narrations wait for the workers, four at a time
@@ -137,7 +156,9 @@ def test_workers_keep_n_requests_in_flight_and_write_the_same_memory(endpoint, m
 def test_flush_takes_workers_and_nemori_workers(endpoint, monkeypatch, capsys, tmp_path):
     source = write_jsonl(tmp_path / "chat.jsonl", chat())
     for name in ("one.db", "three.db"):  # the first episode made, the rest pending
-        code, _, err = nemori(monkeypatch, capsys, "ingest", source, "--db", tmp_path / name, "--max-tokens", "1", "--partition", "similarity")
+        code, _, err = nemori(
+            monkeypatch, capsys, "ingest", source, "--db", tmp_path / name, "--max-tokens", "1", "--partition", "similarity"
+        )
         assert code == 0, err
     code, _, err = nemori(monkeypatch, capsys, "flush", "--db", tmp_path / "one.db")
     assert code == 0, err
@@ -154,7 +175,9 @@ def test_a_token_budget_stops_where_it_stops_without_workers(endpoint, monkeypat
     source = write_jsonl(tmp_path / "chat.jsonl", chat())
     reports = []
     for name, workers in (("one.db", "1"), ("four.db", "4")):
-        code, out, err = nemori(monkeypatch, capsys, "ingest", source, "--db", tmp_path / name, "--json", "--max-tokens", "900", "--workers", workers)
+        code, out, err = nemori(
+            monkeypatch, capsys, "ingest", source, "--db", tmp_path / name, "--json", "--max-tokens", "900", "--workers", workers
+        )
         assert code == 0, err
         reports.append({k: v for k, v in json.loads(out).items() if k != "seconds"})
     assert reports[0] == reports[1] and reports[0]["stopped_by_budget"] and reports[0]["pending"] > 0
@@ -172,7 +195,9 @@ def test_an_endpoint_lost_mid_run_leaves_whole_episodes_and_the_rest_pending(end
     assert err.count("\n") == 1 and "HTTP 404" in err and "messages are pending and nothing is lost" in err, err
     conn = apsw.Connection(str(tmp_path / "cut.db"))
     pending = conn.execute("SELECT count(*) FROM messages WHERE episode_id IS NULL").fetchall()[0][0]
-    dangling = conn.execute("SELECT count(*) FROM messages m WHERE m.episode_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM episodes e WHERE e.id = m.episode_id)")
+    dangling = conn.execute(
+        "SELECT count(*) FROM messages m WHERE m.episode_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM episodes e WHERE e.id = m.episode_id)"
+    )
     empty = conn.execute("SELECT count(*) FROM episodes e WHERE NOT EXISTS (SELECT 1 FROM messages m WHERE m.episode_id = e.id)")
     assert 0 < pending < len(chat()) and dangling.fetchall()[0][0] == 0 and empty.fetchall()[0][0] == 0
     failed = conn.execute("SELECT count(*) FROM llm_calls WHERE outcome = 'failed'").fetchall()[0][0]

@@ -1,4 +1,4 @@
-"""Opening the database: apsw + sqlite-vec, WAL, busy timeout, migrations.
+"""The SQLite engine of the store contract (store/contract.py): apsw + sqlite-vec, WAL, busy timeout, migrations.
 
 CPython's own sqlite3 often cannot load extensions (it is built without
 enable_load_extension here, and on many macOS and pyenv Pythons), so the
@@ -17,12 +17,12 @@ go on writing to unseen.
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-
-import os
 
 import apsw
 import numpy as np
@@ -31,33 +31,30 @@ import sqlite_vec
 from nemori_cli.errors import StoreError
 from nemori_cli.store.base import StoreBase
 from nemori_cli.store.migrations import MIGRATIONS
+from nemori_cli.store.sqlite_files import foreign_error, refuse_unusable
+from nemori_cli.store.sqlite_vectors import QuantisedSearch
 
 BUSY_TIMEOUT_MS = 10_000
 # A writer holds the lock through one episode's model calls (seconds to a
 # minute with a CPU model), so another writer waits long before giving up.
 WRITE_WAIT_MS = 600_000
 VECTOR_TABLES = ("episode_vec", "fact_vec", "note_vec", "message_vec")
-# Above this many vectors of one user, vector_search scans sign bits (a bit[N]
-# vec0 table beside each float one, "{table}_bits") by Hamming distance and
-# rescores the best QUANTISED_OVERSAMPLE * k exactly by cosine; below it, the
-# exact float scan (docs/SEARCH_LATENCY.md, "Large stores", has the figures).
-QUANTISED_MIN_ROWS = 5_000
-QUANTISED_OVERSAMPLE = 20
-QUANTISED_MIN_CANDIDATES = 200
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def _dict_rows(cursor: apsw.Cursor, row: tuple) -> dict:
     return {d[0]: v for d, v in zip(cursor.get_description(), row)}
 
 
-class Database(StoreBase):
+class SqliteStore(StoreBase):
     """One connection to one nemori file. Use ``transaction()`` for each unit of work, ``snapshot()`` for a read of several statements."""
 
     engine = "sqlite"
+    path: Path
+    conn: apsw.Connection  # rows come back as dicts (row_trace), as the contract's Connection says
     _reading = False  # inside snapshot(): a write there would fail midway, so transaction() refuses it
     _identity: tuple[int, int] | None = None  # (device, inode) of the file opened: a file deleted or replaced since is noticed
 
@@ -85,7 +82,7 @@ class Database(StoreBase):
         try:
             if not memory and self.path.stat().st_size > 0 and not self._is_nemori():
                 self.conn.close()
-                raise _foreign_error(self.path)
+                raise foreign_error(self.path)
             self.conn.execute("PRAGMA journal_mode = WAL")
             self.conn.execute("PRAGMA foreign_keys = ON")
             self._migrate()
@@ -118,7 +115,7 @@ class Database(StoreBase):
         unit, so it changes nothing here (PostgreSQL locks per user: store/pg.py).
         """
         if self._reading:
-            raise RuntimeError("a write inside Database.snapshot(): take the snapshot after the unit of work, or outside it")
+            raise RuntimeError("a write inside SqliteStore.snapshot(): take the snapshot after the unit of work, or outside it")
         if not self.conn.in_transaction:
             self._still_there()
             with self._writing():
@@ -163,10 +160,9 @@ class Database(StoreBase):
         """Undo the unit of work, unless SQLite already has: after a failed write (full disk, I/O error) it may roll back by itself."""
         if not self.conn.in_transaction:
             return
-        try:
+        # The error that brought us here says more; closing the connection rolls back what is left.
+        with contextlib.suppress(apsw.Error):
             self.conn.execute("ROLLBACK")
-        except apsw.Error:
-            pass  # the error that brought us here says more; closing the connection rolls back what is left
 
     def _still_there(self) -> None:
         """Refuse a unit of work on a file deleted or replaced since it was opened: SQLite (WAL) would write to the deleted file unseen."""
@@ -184,7 +180,8 @@ class Database(StoreBase):
 
     def _io_reason(self, e: apsw.Error) -> str:
         """'File too large, SQLITE_IOERR_WRITE': the system's reason, when SQLite kept it, and SQLite's code."""
-        code = apsw.mapping_extended_result_codes.get(getattr(e, "extendedresult", None), "") or type(e).__name__
+        extended = getattr(e, "extendedresult", None)
+        code = (apsw.mapping_extended_result_codes.get(extended, "") if extended is not None else "") or type(e).__name__
         errno = self.conn.system_errno
         return f"{os.strerror(errno)}, {code}" if errno else f"disk I/O error, {code}"
 
@@ -239,12 +236,13 @@ class Database(StoreBase):
             return
         with self.transaction():
             self.conn.execute(
-                "CREATE TABLE IF NOT EXISTS schema_migrations ("
-                " id INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
+                "CREATE TABLE IF NOT EXISTS schema_migrations ( id INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
             )
         for number, name, sql in wanted:
             try:
-                with self.transaction():  # the migration and its record, together; read again under the lock (another process may have run it)
+                with (
+                    self.transaction()
+                ):  # the migration and its record, together; read again under the lock (another process may have run it)
                     if number in self._applied():
                         continue
                     self.conn.execute(sql)
@@ -253,7 +251,9 @@ class Database(StoreBase):
                         (number, name, now_iso()),
                     )
             except (apsw.SQLError, apsw.ConstraintError) as e:
-                raise StoreError(f"{self.path}: upgrading to schema {number} ({name}) failed ({e}); the file is unchanged at schema {number - 1}") from None
+                raise StoreError(
+                    f"{self.path}: upgrading to schema {number} ({name}) failed ({e}); the file is unchanged at schema {number - 1}"
+                ) from None
 
     def _applied(self) -> set[int]:
         exists = self.one("SELECT 1 AS x FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'")
@@ -274,7 +274,8 @@ class Database(StoreBase):
             self.set_meta("embedder", identity)
 
     def _create_vector_tables(self, dimensions: int) -> None:
-        self._bit_layout = self._bits_tables = None
+        self._quantised = None
+        self._bits_tables = None
         for table in VECTOR_TABLES:
             self.conn.execute(
                 f"CREATE VIRTUAL TABLE IF NOT EXISTS {table} USING vec0("
@@ -311,7 +312,7 @@ class Database(StoreBase):
 
     def _rows(self, table: str) -> int:
         """How many vectors a vec0 table holds (from its rowid map, a plain B-tree count)."""
-        return int(self.one(f'SELECT count(*) AS n FROM "{table}_rowids"')["n"])
+        return int(self.scalar(f'SELECT count(*) AS n FROM "{table}_rowids"'))
 
     def _fill_bits(self, table: str) -> None:
         """(Re)build a quantised table from its float table (a file of an older nemori, or restored from an export)."""
@@ -341,11 +342,22 @@ class Database(StoreBase):
             self.conn.executemany(f"DELETE FROM {table}_bits WHERE rowid = ?", [(i,) for i in ids])
         return gone
 
+    _quantised: QuantisedSearch | None = None  # made on the first search, anew when the vector tables are made
+
+    @property
+    def quantised(self) -> QuantisedSearch:
+        """The sign-bit search of this connection (store/sqlite_vectors.py)."""
+        if self._quantised is None:
+            self._quantised = QuantisedSearch(self)
+        return self._quantised
+
     _bits_tables: set[str] | None = None  # the quantised tables this file has (read once per connection)
 
     def _has_bits(self, table: str) -> bool:
         if self._bits_tables is None:
-            self._bits_tables = {r["name"] for r in self.query("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE '%\\_bits' ESCAPE '\\'")}
+            self._bits_tables = {
+                r["name"] for r in self.query("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE '%\\_bits' ESCAPE '\\'")
+            }
         return f"{table}_bits" in self._bits_tables
 
     # -- search: what each engine says its own way (store/pg.py has the other) --
@@ -353,11 +365,11 @@ class Database(StoreBase):
         """(row id, cosine similarity), best first, within one user's partition (and ``within``'s rows).
 
         A user with QUANTISED_MIN_ROWS vectors or more is searched through the
-        quantised table (``_quantised_search``); ``within`` and smaller users
+        quantised table (store/sqlite_vectors.py); ``within`` and smaller users
         get the exact scan.
         """
         if within is None and k > 0:
-            found = self._quantised_search(table, user, np.asarray(query, dtype=np.float32), k)
+            found = self.quantised.search(table, user, np.asarray(query, dtype=np.float32), k)
             if found is not None:
                 return found
         # vec0 takes a rowid IN constraint into its KNN scan: the k nearest of the
@@ -370,77 +382,9 @@ class Database(StoreBase):
         # vec0's cosine metric reports a distance (1 - cosine); report similarity.
         return [(int(r["rowid"]), 1.0 - float(r["distance"])) for r in rows]
 
-    _bit_layout: dict[str, bool] | None = None  # per quantised table: whether its vec0 storage is laid out as read below
-
-    def _quantised_search(self, table: str, user: str, query: np.ndarray, k: int) -> list[tuple[int, float]] | None:
-        """Hamming scan of the user's sign bits, then the best candidates rescored exactly; None: take the exact scan.
-
-        The bits are read straight from the quantised table's vec0 storage
-        (chunks of 1024: a validity bitmap, the rowids, the packed bits) and
-        compared in numpy: vec0's own KNN keeps its top k by repeated passes,
-        which costs more than the scan itself for the ~200 candidates wanted.
-        A sqlite-vec whose storage differs (checked once per connection) gets
-        the same candidates from vec0's KNN query instead.
-        """
-        bits = f"{table}_bits"
-        if self._bit_layout is None:
-            self._bit_layout = {}
-        if bits not in self._bit_layout:
-            chunk_cols = set(self.columns(f"{bits}_chunks"))
-            if not chunk_cols:
-                self._bit_layout[bits] = None  # no quantised table (a file opened read-only before its upgrade)
-            else:
-                self._bit_layout[bits] = (
-                    {"partition00", "validity", "rowids", "size"} <= chunk_cols
-                    and {"rowid", "vectors"} <= set(self.columns(f"{bits}_vector_chunks00"))
-                    and {"rowid", "value00"} <= set(self.columns(f"{bits}_auxiliary"))
-                )
-        layout = self._bit_layout[bits]
-        if layout is None:
-            return None
-        want = max(k * QUANTISED_OVERSAMPLE, QUANTISED_MIN_CANDIDATES)
-        packed = np.packbits(query > 0, bitorder="little")  # vec_quantize_binary's bits: 1 where positive, lowest bit first
-        if layout:
-            chunks = self.query(
-                f'SELECT c.size AS size, c.validity AS validity, c.rowids AS rowids, v.vectors AS vectors FROM "{bits}_chunks" c'
-                f' JOIN "{bits}_vector_chunks00" v ON v.rowid = c.chunk_id WHERE c.partition00 = ?',
-                (user,),
-            )
-            if not chunks:
-                return None
-            ids_all, distance = _chunk_distances(chunks, packed)
-            if len(ids_all) < QUANTISED_MIN_ROWS:
-                return None
-            if len(ids_all) > want:
-                top = np.argpartition(distance, want)[:want]
-                candidates = ids_all[top]
-            else:
-                candidates = ids_all
-        else:
-            count = self.one(f"SELECT count(*) AS n FROM {bits} WHERE user_id = ?", (user,))
-            if int(count["n"]) < QUANTISED_MIN_ROWS:
-                return None
-            rows = self.query(
-                f"SELECT rowid FROM {bits} WHERE embedding MATCH vec_bit(?) AND k = ? AND user_id = ?",
-                (packed.tobytes(), want, user),
-            )
-            candidates = np.asarray([int(r["rowid"]) for r in rows], dtype=np.int64)
-        return self._rescore(bits, candidates, query, k, direct=layout)
-
-    def _rescore(self, bits: str, candidates: np.ndarray, query: np.ndarray, k: int, *, direct: bool) -> list[tuple[int, float]]:
-        """The candidates' float vectors (rowid lookups of the auxiliary column), ranked by exact cosine."""
-        if len(candidates) == 0:
-            return []
-        source = f'SELECT rowid, value00 AS vector FROM "{bits}_auxiliary"' if direct else f"SELECT rowid, vector FROM {bits}"
-        rows = self.query(f"{source} WHERE rowid IN ({','.join('?' * len(candidates))})", tuple(int(i) for i in candidates))
-        ids = np.asarray([int(r["rowid"]) for r in rows], dtype=np.int64)
-        vectors = np.frombuffer(b"".join(r["vector"] for r in rows), dtype=np.float32).reshape(len(rows), -1)
-        q = query / (np.linalg.norm(query) or 1.0)
-        similarity = (vectors @ q) / np.maximum(np.linalg.norm(vectors, axis=1), 1e-12)
-        order = np.lexsort((ids, -similarity))[:k]  # best first; ties by row id
-        return [(int(ids[i]), float(similarity[i])) for i in order]
-
-    def text_search(self, fts: str, user: str, words: list[str], k: int, within=None, max_rows: int | None = None) -> list[tuple[int, float]]:
+    def text_search(
+        self, fts: str, user: str, words: list[str], k: int, within=None, max_rows: int | None = None
+    ) -> list[tuple[int, float]]:
         """(row id, BM25 score where higher is better) of rows holding any of ``words``, best first.
 
         ``max_rows``: score only the first that many matching rows (FTS5 walks
@@ -453,8 +397,7 @@ class Database(StoreBase):
         params = (_any_of(words), user, *(within.params if within else ()))
         if max_rows is None:
             rows = self.query(
-                f"SELECT rowid, bm25({fts}) AS rank FROM {fts}"
-                f" WHERE {fts} MATCH ? AND user_id = ?{allowed} ORDER BY rank LIMIT ?",
+                f"SELECT rowid, bm25({fts}) AS rank FROM {fts} WHERE {fts} MATCH ? AND user_id = ?{allowed} ORDER BY rank LIMIT ?",
                 (*params, k),
             )
         else:
@@ -481,21 +424,26 @@ class Database(StoreBase):
         if at_most is not None:
             for w in words:
                 if w not in out:
-                    row = self.one(f"SELECT count(*) AS n FROM (SELECT 1 FROM {fts} WHERE {fts} MATCH ? LIMIT ?)", (_any_of([w]), at_most + 1))
+                    row = self.one(
+                        f"SELECT count(*) AS n FROM (SELECT 1 FROM {fts} WHERE {fts} MATCH ? LIMIT ?)", (_any_of([w]), at_most + 1)
+                    )
                     out[w] = int(row["n"]) if row else 0
         return out
 
     def estimated_rows(self, table: str) -> int:
         """A table's rows: SQLite keeps no estimate outside ANALYZE's sqlite_stat1, so they are counted."""
-        return int(self.one(f"SELECT count(*) AS n FROM {table}")["n"])
+        return int(self.scalar(f"SELECT count(*) AS n FROM {table}"))
 
     def text_contains(self, fts: str, user: str, word: str, within=None) -> bool:
         """Whether any of the user's indexed rows (``within``'s) holds the word (stemmed as the index is)."""
         allowed = f" AND rowid IN ({within.sql})" if within else ""
-        return self.one(
-            f"SELECT 1 AS x FROM {fts} WHERE {fts} MATCH ? AND user_id = ?{allowed} LIMIT 1",
-            (_any_of([word]), user, *(within.params if within else ())),
-        ) is not None
+        return (
+            self.one(
+                f"SELECT 1 AS x FROM {fts} WHERE {fts} MATCH ? AND user_id = ?{allowed} LIMIT 1",
+                (_any_of([word]), user, *(within.params if within else ())),
+            )
+            is not None
+        )
 
     # -- tables and space ------------------------------------------------------
     def table_names(self) -> list[str]:
@@ -523,88 +471,8 @@ class Database(StoreBase):
 
 
 TEXT_INDEXES = ("episode_fts", "fact_fts", "note_fts", "message_fts")
-_POPCOUNT = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).sum(axis=1).astype(np.uint8)  # set bits of each byte
-
-
-def _chunk_distances(chunks: list[dict], packed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(row ids, Hamming distances to ``packed``) of the filled slots of vec0 chunks.
-
-    A table's chunks all have one size, so their blobs are joined and read as
-    one array, not in a Python loop per chunk of 1,024 (at 1M rows, a
-    thousand iterations per search; the gain was not measured on its own);
-    chunks of differing sizes are read one by one.
-    """
-    sizes = {int(c["size"]) for c in chunks}
-    if len(sizes) == 1:
-        size, n = sizes.pop(), len(chunks)
-        valid = np.unpackbits(np.frombuffer(b"".join(c["validity"] for c in chunks), dtype=np.uint8).reshape(n, -1), axis=1, bitorder="little")
-        valid = valid[:, :size].astype(bool).ravel()
-        ids = np.frombuffer(b"".join(c["rowids"] for c in chunks), dtype=np.int64).reshape(n, -1)[:, :size].ravel()
-        codes = np.frombuffer(b"".join(c["vectors"] for c in chunks), dtype=np.uint8).reshape(n * size, -1)
-        return ids[valid], _hamming(codes, packed)[valid]
-    ids, distances = [], []
-    for c in chunks:
-        size = int(c["size"])
-        valid = np.unpackbits(np.frombuffer(c["validity"], dtype=np.uint8), bitorder="little")[:size].astype(bool)
-        ids.append(np.frombuffer(c["rowids"], dtype=np.int64)[:size][valid])
-        distances.append(_hamming(np.frombuffer(c["vectors"], dtype=np.uint8).reshape(size, -1)[valid], packed))
-    return np.concatenate(ids), np.concatenate(distances)
-
-
-def _hamming(codes: np.ndarray, packed: np.ndarray) -> np.ndarray:
-    """Differing bits between each row of ``codes`` (packed bits, one row per vector) and ``packed``."""
-    xor = codes ^ packed
-    if hasattr(np, "bitwise_count") and xor.shape[1] % 8 == 0:  # numpy 2: a popcount instruction over 64-bit words
-        return np.bitwise_count(xor.view(np.uint64)).sum(axis=1, dtype=np.int32)
-    return _POPCOUNT[xor].sum(axis=1, dtype=np.int32)
 
 
 def _any_of(words: list[str]) -> str:
     """FTS5 MATCH text for any of the words, each quoted (user text is never FTS5 syntax)."""
     return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
-
-
-def refuse_unusable(path: Path, *, create: bool) -> None:
-    """Refuse, before anything is opened or loaded, a path a command cannot use: one StoreError line."""
-    if path.is_dir():
-        raise StoreError(f"{path} is a directory, not a database file (--db / NEMORI_DB)")
-    if not path.exists():
-        if not create:
-            raise StoreError(f"no database at {path} (--db / NEMORI_DB); run `nemori ingest` first")
-        return
-    wal = path.with_name(path.name + "-wal")
-    if path.stat().st_size == 0 and not (wal.exists() and wal.stat().st_size) and not create:
-        raise StoreError(f"{path} is an empty file, not a nemori database; run `nemori ingest` to make one there")
-
-
-def refuse_read_only(path: Path) -> None:
-    """A command that writes refuses a file (or folder, for the WAL's side files) it may not write, before a model loads."""
-    folder = path.parent if str(path.parent) else Path(".")
-    if path.exists() and not os.access(path, os.W_OK):
-        raise StoreError(f"{path} is read-only; nemori needs to write to it")
-    if folder.exists() and not os.access(folder, os.W_OK):
-        raise StoreError(f"{folder} is read-only; nemori writes {path.name} and its -wal and -shm files there")
-
-
-def refuse_foreign(path: Path) -> None:
-    """A command that writes refuses another application's SQLite file before a model loads (a read-only peek)."""
-    if not path.is_file() or path.stat().st_size == 0:
-        return
-    from urllib.parse import quote
-
-    try:
-        conn = apsw.Connection(f"file:{quote(str(path.resolve()))}?mode=ro", flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
-        try:
-            tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        finally:
-            conn.close()
-    except apsw.NotADBError:
-        raise StoreError(f"{path} is not a SQLite database") from None
-    except apsw.Error:
-        return  # what cannot be read this way is met, with its own message, when the file is opened
-    if tables and "schema_migrations" not in tables:
-        raise _foreign_error(path)
-
-
-def _foreign_error(path: Path) -> StoreError:
-    return StoreError(f"{path} is a SQLite database of another application (no nemori schema); use another --db")

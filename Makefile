@@ -7,7 +7,7 @@ NEMORI := $(VENV)/bin/nemori
 STAMP  := $(VENV)/.installed
 DEMO_DB ?= .nemori-demo/demo.db
 
-.PHONY: install demo test unit integration faults llama-server bench-core bench-search bench-locomo bench-locomo-long bench-longmemeval clean
+.PHONY: install demo test check unit integration faults llama-server bench-core bench-search bench-locomo bench-locomo-long bench-longmemeval clean
 
 install: $(STAMP)
 
@@ -31,8 +31,14 @@ demo: install
 	$(NEMORI) ask "When did Priya go to the climbing gym, and with whom?" --db $(DEMO_DB)
 	$(NEMORI) ask "What did Sam decide about the job offer?" --db $(DEMO_DB)
 
-test: install
-	$(PY) -m pytest -q tests
+# Static checks first (seconds; they fail fast), then the suite with its 25 slowest tests listed.
+test: install check
+	$(PY) -m pytest -q --durations=25 tests
+
+check: install
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) -m mypy
 
 unit: install
 	$(PY) -m pytest -q tests/unit

@@ -16,24 +16,35 @@ first use: `search` needs only the embedder, `ask` and `ingest` the LLM too.
 
 from __future__ import annotations
 
-import io
-import json
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any, BinaryIO, Literal
+from typing import Any, Literal
 
 from nemori_cli import deps
 from nemori_cli.config import Settings
 from nemori_cli.domain import Answer, Episode, Fact, Hit, IncomingMessage, Note
 from nemori_cli.errors import ConfigError, InputError, NemoriError, StoreError
 from nemori_cli.importers.collect import Imported
-from nemori_cli.importers.selection import Selection, choose
+from nemori_cli.importers.given import read_export, read_messages, shown_name
 from nemori_cli.pipeline.built import BuildState
 from nemori_cli.pipeline.runner import IngestReport, Progress
 from nemori_cli.retrieval.search import DEFAULT_PROFILE, PROFILES, SearchOptions
+
+# The readers are the importers' (importers/given.py); the API offers them by these names too.
+__all__ = [
+    "BuildRunning",
+    "IngestResult",
+    "Memory",
+    "Retrieval",
+    "check_workers",
+    "ingest_users",
+    "read_export",
+    "read_messages",
+    "shown_name",
+]
 
 MemoryName = Literal["native", "summary", "naive-rag", "amem", "nemori+amem"]
 ForgetKind = Literal["episode", "fact", "note"]
@@ -289,7 +300,7 @@ class Memory:
             if not flush or report.stopped_by_budget or (stop is not None and stop.is_set()) or not made:
                 break
             total.pending = self._backlog(session)
-            if not total.pending or (left is not None and total.tokens_used >= max_tokens):
+            if not total.pending or (max_tokens is not None and total.tokens_used >= max_tokens):
                 break
         total.pending = self._backlog(session)
         return total
@@ -650,11 +661,8 @@ def ingest_users(
     hand and the first failure is raised, naming its user: what is not done
     stays pending, and the same call resumes it.
     """
-    from concurrent.futures import ThreadPoolExecutor
-
     from nemori_cli.embed.base import serialized
-    from nemori_cli.errors import NemoriError
-    from nemori_cli.llm.inflight import Slots
+    from nemori_cli.pipeline.users import run_together
     from nemori_cli.store.messages import changed_keys
 
     unknown = sorted(set(method) - set(METHOD_FLAGS))
@@ -689,45 +697,7 @@ def ingest_users(
             added = pipeline.add_messages(incoming, namespace)
             changed = tuple(key.removeprefix(f"id:{namespace}") for key in changed_keys(session.db, user, incoming, namespace))
             runs[user] = (pipeline, len(incoming), added, changed)
-        slots = Slots(workers)
-
-        def run(user: str) -> IngestReport:
-            try:
-                # lock_free_calls: SQLite has one write lock per file; a unit of work that held it while the
-                # model answered would hold every other user's. PostgreSQL locks per user: no need.
-                pipeline = runs[user][0]
-                return pipeline.process(flush=flush, workers=workers, slots=slots, lock_free_calls=pipeline.db.engine == "sqlite")
-            except BaseException:
-                for other, (pipeline, *_rest) in runs.items():
-                    if other != user:
-                        pipeline.cancel.set()  # the others stop after the episode in hand
-                raise
-
-        reports: dict[str, IngestReport] = {}
-        failures: list[tuple[str, BaseException]] = []
-        if workers == 1:
-            for user in runs:
-                try:
-                    reports[user] = run(user)
-                except NemoriError as e:
-                    failures.append((user, e))
-                    break
-        else:
-            with ThreadPoolExecutor(max_workers=min(len(runs), workers), thread_name_prefix="nemori-user") as pool:
-                futures = {user: pool.submit(run, user) for user in runs}
-                try:
-                    for user, future in futures.items():
-                        try:
-                            reports[user] = future.result()
-                        except NemoriError as e:
-                            failures.append((user, e))
-                except BaseException:  # Ctrl-C: every run stops after its episode in hand
-                    for pipeline, *_rest in runs.values():
-                        pipeline.cancel.set()
-                    raise
-        if failures:
-            user, error = failures[0]
-            raise type(error)(f"user {user}: {error.message}") from None  # type: ignore[attr-defined]
+        reports = run_together({user: run[0] for user, run in runs.items()}, workers=workers, flush=flush)
     finally:
         for memory in memories.values():
             memory.close()
@@ -737,100 +707,6 @@ def ingest_users(
         report.read, report.added, report.changed = read, added, len(changed)
         results[user] = IngestResult.of(report, changed)
     return results
-
-
-def read_messages(messages: Iterable[Mapping[str, Any] | IncomingMessage], source: str = "<messages>") -> list[IncomingMessage]:
-    """Check messages given in code by the JSON Lines reader's own rules, so a program and a file are held to one standard.
-
-    Each mapping is written as one JSON line and read back: one set of rules,
-    one set of error messages ("<messages>:3: no 'timestamp' ..."), instead of
-    a second validator that would drift from the first.
-    """
-    from nemori_cli.importers.native import read_jsonl
-
-    if isinstance(messages, (str, bytes, Mapping)):
-        raise InputError(f"{source}: expected a list of messages, not a single {type(messages).__name__}")
-    lines: list[bytes] = []
-    for i, message in enumerate(messages, 1):
-        if isinstance(message, IncomingMessage):
-            message = {
-                "speaker": message.speaker,
-                "content": message.content,
-                "timestamp": message.timestamp,
-                "id": message.source_id,
-                "session": message.session,
-            }
-        if not isinstance(message, Mapping):
-            raise InputError(f"{source}:{i}: a {type(message).__name__}, not a mapping; expected {{speaker, content, timestamp}}")
-        row = {k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in message.items() if v is not None}
-        try:
-            lines.append(json.dumps(row).encode("ascii"))  # escaped: a lone surrogate reaches the reader as the "\\ud800" it refuses
-        except (TypeError, ValueError) as e:
-            raise InputError(f"{source}:{i}: cannot be read as a message ({e})") from None
-    return read_jsonl(io.BytesIO(b"\n".join(lines)), source)
-
-
-def read_export(
-    source: str | Path,
-    *,
-    format: str = "auto",
-    conversations: Iterable[str] = (),
-    since: str | None = None,
-    until: str | None = None,
-    default_timestamp: str | datetime | None = None,
-    sample: str | None = None,
-    sessions: str | None = None,
-    stream: BinaryIO | None = None,
-    selection: Selection | None = None,
-) -> Imported:
-    """A chat export or message file read whole and checked, ready for `Memory.ingest`; nothing is written.
-
-    ``format`` is one of importers.formats.NAMES ("auto" detects it from the
-    first bytes: nemori's JSON Lines, ChatGPT, Claude, WhatsApp, Telegram,
-    OpenAI-style lists, LongMemEval, LoCoMo). ``conversations`` (ids or
-    titles), ``since`` and ``until`` (ISO dates; ``until`` takes the whole day)
-    select what is read. ``stream`` reads from an open binary stream instead,
-    with ``source`` the name that errors give it. ``selection`` replaces
-    conversations, since and until with one already checked (the CLI's, whose
-    errors name its flags).
-    """
-    from nemori_cli.importers import formats
-    from nemori_cli.importers import native as readers
-
-    name = shown_name(str(source))
-    if format not in formats.NAMES:
-        raise ConfigError(f"format {format!r} is not one of {', '.join(formats.NAMES)}")
-    stamp = default_timestamp if isinstance(default_timestamp, datetime) else None
-    if isinstance(default_timestamp, str) and default_timestamp:
-        try:
-            stamp = readers.parse_timestamp(default_timestamp)
-        except ValueError:
-            raise ConfigError(f"default timestamp {default_timestamp!r} is not ISO 8601 (e.g. 2023-05-08T13:56:00)") from None
-    if selection is None:
-        selection = choose(tuple(conversations), since, until)
-    own = stream is None
-    if own:
-        path = Path(source)
-        if path.is_dir():
-            raise InputError(f"{name}: is a directory; expected a file of messages")
-        if not path.is_file():
-            raise InputError(f"{name}: no such file")
-        try:
-            stream = path.open("rb")
-        except OSError as e:
-            raise InputError(f"{name}: cannot be read ({e.strerror or e})") from None
-    try:
-        return formats.read(format, stream, name, selection=selection, default_timestamp=stamp, sample=sample, sessions=sessions)
-    except OSError as e:  # a read that fails midway (a pipe closed, a disk error)
-        raise InputError(f"{name}: cannot be read ({e.strerror or e})") from None
-    finally:
-        if own:
-            stream.close()
-
-
-def shown_name(source: str) -> str:
-    """A file name as errors and reports print it: quoted when it holds a newline or undecodable bytes."""
-    return source if source.isprintable() else repr(source)
 
 
 def check_workers(settings: Settings) -> None:

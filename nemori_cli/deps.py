@@ -24,12 +24,15 @@ from nemori_cli.store.engines import open_store
 from nemori_cli.store.sqlite_files import refuse_foreign, refuse_read_only, refuse_unusable
 
 if TYPE_CHECKING:
+    from nemori_cli.llm.llamacpp import LlamaCppBackend
+    from nemori_cli.llm.openai_compat import OpenAICompatBackend
     from nemori_cli.memory.amem import AmemSettings
     from nemori_cli.memory.mode import MemoryMode
     from nemori_cli.memory.profile import Profile
     from nemori_cli.pipeline.runner import Pipeline
 
-_backends: dict[str, ChatBackend] = {}  # one model object per process, per preset
+# One model object per process, per preset: both kinds take a new --parallel when reused.
+_backends: dict[str, LlamaCppBackend | OpenAICompatBackend] = {}
 
 
 def open_db(settings: Settings, *, create: bool = True) -> Store:
@@ -72,15 +75,16 @@ def build_rates(settings: Settings, db: Store | None):
 
 
 def build_backend(preset: LLMPreset, settings: Settings) -> ChatBackend:
-    if preset.name in _backends:
-        backend = _backends[preset.name]
-        backend.parallel = settings.parallel  # the one setting a command may change on a loaded model
-        return backend
+    cached = _backends.get(preset.name)
+    if cached is not None:
+        cached.parallel = settings.parallel  # the one setting a command may change on a loaded model
+        return cached
+    backend: LlamaCppBackend | OpenAICompatBackend
     if preset.kind == "openai":
         from nemori_cli.llm.openai_compat import OpenAICompatBackend
 
         key = api_key_from_env(preset.api_key_env)
-        backend: ChatBackend = OpenAICompatBackend(
+        backend = OpenAICompatBackend(
             name=preset.name,
             base_url=preset.base_url or "",
             model=preset.model or "",

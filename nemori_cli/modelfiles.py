@@ -83,11 +83,11 @@ def gguf_path(preset: LLMPreset, cache_dir: Path) -> Path:
         raise ModelError(f"model {preset.name}: {len(missing)} of {len(preset.parts)} files not installed{_install_hint(preset.packages)}")
     sources = [find_in_site_packages(p) for p in preset.parts]
     if len(sources) == 1:
-        path = sources[0]
-        assert path is not None
+        source = sources[0]
+        assert source is not None  # _missing_parts has just found it
         if preset.sha256:
-            _check_sha(path, preset.sha256, cache_dir, preset.name)
-        return path
+            _check_sha(source, preset.sha256, cache_dir, preset.name)
+        return source
     if not preset.sha256:
         raise ModelError(f"model {preset.name}: a preset made of parts needs a sha256")
     target = cache_dir / "models" / f"{preset.name}-{preset.sha256[:12]}.gguf"

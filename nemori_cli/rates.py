@@ -46,14 +46,12 @@ def _scaled(base: Rates, speedup: float, source: str = "built-in") -> Rates:
     )
 
 
-# Rough figures, good to a factor of two at best: one ingest on one 2-core
-# machine (measured.py: conv-26 sessions 1-5 with `small`, 21,553 prompt and
-# 2,454 output tokens in about 315 s of LLM time; llama.cpp itself reads about
-# 85 prompt tok/s and writes about 23 tok/s there, docs/PERFORMANCE.md).
-# `tiny` and `base` are scaled from it by their observed speed (about 4x
-# faster, about 3x slower) with the same tokens per character: the prompts are
-# the same and the tokenizers close. `nemori doctor` (measured on this machine)
-# or an earlier ingest into the same database replaces them.
+# Rough figures, good to a factor of two at best: one reference ingest on one
+# 2-core machine (measured.py holds its counts; docs/PERFORMANCE.md its speeds
+# and the command). `tiny` and `base` are scaled from it by their observed
+# speed with the same tokens per character: the prompts are the same and the
+# tokenizers close. `nemori doctor` (measured on this machine) or an earlier
+# ingest into the same database replaces them.
 _SMALL = Rates(
     prompt_tps=80.0,
     output_tps=25.0,
@@ -191,9 +189,9 @@ def with_speeds_of(measured_rates: Rates, reference: Rates) -> Rates:
     """The doctor's speeds applied to the token counts of a real ingest.
 
     The doctor's sample is 12 short messages, so each call's fixed
-    instructions weigh far more per character than in a real conversation:
-    its tokens per character ran about 2x the reference ingest's, and an
-    estimate built on them came out 2.6x too long (docs/PERFORMANCE.md). What
+    instructions weigh far more per character than in a real conversation,
+    and an estimate built on its tokens per character came out far too long
+    (docs/PERFORMANCE.md, section 5, has the figures). What
     the probe measures well is how fast this model reads and writes on this
     machine; the reference run's time is scaled by that.
     """

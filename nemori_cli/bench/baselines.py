@@ -105,7 +105,7 @@ class FullContextSystem(System):
         kept, dropped = self._fit(question, everything, today, shared)
         hits = _by_session(kept)
         search_ms = (time.perf_counter() - started) * 1000
-        answer = answer_hits(shared.answer_llm, question, hits, RAW_LAYOUT, today=today, gate=False)
+        answer = answer_hits(shared.answerer, question, hits, RAW_LAYOUT, today=today, gate=False)
         note = f"left out the oldest {dropped} of {len(everything)} messages to fit {shared.context_window} tokens" if dropped else ""
         turns = tuple(m.source_id for m in kept if m.source_id)
         return reply(shared, answer, search_ms=search_ms, turns=turns, memories=len(hits), note=note)
@@ -159,7 +159,7 @@ class RagSystem(System):
             if (ep := found.get(i)) is not None
         ]
         search_ms = (time.perf_counter() - started) * 1000
-        answer = answer_hits(shared.answer_llm, question, hits, RAW_LAYOUT, today=today, gate=False)
+        answer = answer_hits(shared.answerer, question, hits, RAW_LAYOUT, today=today, gate=False)
         turns = tuple(m.source_id for h in hits for m in h.messages if m.source_id)
         return reply(shared, answer, search_ms=search_ms, turns=turns, memories=len(hits))
 

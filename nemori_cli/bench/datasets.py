@@ -34,7 +34,14 @@ class LocomoQuestion:
 
     @property
     def sessions(self) -> set[int]:
-        return {int(_EVIDENCE.fullmatch(e).group(1)) for e in self.evidence}
+        return {_session_of(e) for e in self.evidence}
+
+
+def _session_of(dia_id: str) -> int:
+    m = _EVIDENCE.fullmatch(dia_id)
+    if m is None:  # evidence_ids() writes every id as D<session>:<turn>
+        raise ValueError(f"not a LoCoMo dia_id: {dia_id!r}")
+    return int(m.group(1))
 
 
 def evidence_ids(raw: typing.Iterable[str]) -> tuple[str, ...]:

@@ -60,7 +60,7 @@ def spread(found: list, cap: int | None) -> list:
             if left and share[category] < len(members):
                 share[category] += 1
                 left -= 1
-    chosen = set()
+    chosen: set[int] = set()  # id()s of the questions kept
     for category, members in groups.items():
         n = share[category]
         chosen.update(id(members[(i * len(members)) // n]) for i in range(n))

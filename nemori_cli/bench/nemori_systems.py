@@ -60,7 +60,7 @@ class NemoriSystem(System):
         pipeline.process(flush=True, progress=progress)  # resumes where an interrupted build stopped
 
     def answer(self, db: Store, user: str, question: str, today: str | None, shared: Shared) -> Reply:
-        answer, _ = ask(db, user, shared.embedder, shared.answer_llm, question, self.options, today=today)
+        answer, _ = ask(db, user, shared.embedder, shared.answerer, question, self.options, today=today)
         return reply(shared, answer, search_ms=answer.search_ms, turns=_turns(db, user, list(answer.hits)), memories=len(answer.hits))
 
     def storage(self, db: Store, user: str, shared: Shared) -> Storage:
@@ -121,20 +121,25 @@ class CoreNemoriSystem(NemoriSystem):
 
     def answer(self, db: Store, user: str, question: str, today: str | None, shared: Shared) -> Reply:
         from nemori_cli.retrieval import core_answer
+        from nemori_cli.retrieval.core import Core
         from nemori_cli.retrieval.core_cache import CoreCache
 
         cache = CoreCache(None)  # in this process only: the pinned state serves every question of the conversation
+
+        def prepare(core: Core) -> None:
+            cache.prepare(shared.answerer, user, core)  # what it did is read back from cache.last below
+
         sizes = replace(core_answer.budget_for(shared.context_window, *(() if self.tail is None else (self.tail,))), **self.shape)
         answer = core_answer.ask(
             db,
             user,
             shared.embedder,
-            shared.answer_llm,
+            shared.answerer,
             question,
             self.options,
             sizes=sizes,
             today=today,
-            prepare=lambda core: cache.prepare(shared.answer_llm, user, core),
+            prepare=prepare,
         )
         prepared = cache.last
         note = (

@@ -146,8 +146,8 @@ def _longmemeval_extra(answers: list[dict], types: tuple[str, ...]) -> dict:
     out = {}
     for key in ("judge", "match"):
         per_type = [_mean(a.get(key) for a in answers if a.get("question_type") == t) for t in types]
-        per_type = [v for v in per_type if v is not None]
-        out[f"{key}_task_averaged"] = sum(per_type) / len(per_type) if per_type else None
+        got = [v for v in per_type if v is not None]
+        out[f"{key}_task_averaged"] = sum(got) / len(got) if got else None
         out[f"{key}_abstention"] = _mean(a.get(key) for a in answers if a.get("abstention"))
     out["abstention_questions"] = sum(bool(a.get("abstention")) for a in answers)
     return out

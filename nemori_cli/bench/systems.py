@@ -37,13 +37,14 @@ class Shared:
     answer_llm: StructuredLLM | None = None  # --answer-model; None: the memory model answers too
     read_mark: int = 0  # the answer backend's tokens_read when the current answer began
 
-    def __post_init__(self) -> None:
-        if self.answer_llm is None:
-            self.answer_llm = self.llm
+    @property
+    def answerer(self) -> StructuredLLM:
+        """The model that answers: answer_llm where given, else the memory model."""
+        return self.answer_llm if self.answer_llm is not None else self.llm
 
     def tokens_read(self) -> int | None:
         """Prompt tokens the answer model has evaluated so far (not taken from a cached prefix); None where it cannot say."""
-        return getattr(self.answer_llm.backend, "tokens_read", None)
+        return getattr(self.answerer.backend, "tokens_read", None)
 
     def mark_read(self) -> None:
         self.read_mark = self.tokens_read() or 0
@@ -91,7 +92,7 @@ class System:
 
 def reply(shared: Shared, answer: Answer, *, search_ms: float, turns: tuple[str, ...], memories: int, note: str = "") -> Reply:
     """The bench's record of one answer; the answer model's call log is drained so nothing piles up."""
-    calls, _ = shared.answer_llm.log.drain()
+    calls, _ = shared.answerer.log.drain()
     # The context of one call: a retried call is logged with the tokens of all its attempts.
     prompt_tokens = sum(c.prompt_tokens // max(1, c.attempts) for c in calls)
     completion_tokens = sum(c.completion_tokens for c in calls)
@@ -125,7 +126,7 @@ class AnsweredBy(System):
         self.inner.build(db, user, messages, shared, progress)
 
     def answer(self, db: Store, user: str, question: str, today: str | None, shared: Shared) -> Reply:
-        return self.inner.answer(db, user, question, today, shared)  # inner systems answer with shared.answer_llm
+        return self.inner.answer(db, user, question, today, shared)  # inner systems answer with shared.answerer
 
     def storage(self, db: Store, user: str, shared: Shared) -> Storage:
         return self.inner.storage(db, user, shared)

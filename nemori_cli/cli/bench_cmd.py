@@ -82,7 +82,7 @@ def _cpu_name() -> str:
 def _versions() -> dict:
     from nemori_cli import __version__
 
-    out = {
+    out: dict[str, str | None] = {
         "nemori": __version__,
         "python": platform.python_version(),
         "machine": f"{platform.machine()}, {platform.system()}, {os.cpu_count()} CPUs, {_cpu_name()}",

@@ -22,6 +22,7 @@ from nemori_cli.memory.profile import Profile
 from nemori_cli.pipeline.built import clock
 from nemori_cli.stages import MESSAGE_CHARS_READ
 from nemori_cli.store import messages as message_sql
+from nemori_cli.store.contract import Store
 from nemori_cli.store.sqlite import SqliteStore
 
 _RATES_SOURCE = {
@@ -32,7 +33,7 @@ _RATES_SOURCE = {
 }
 
 
-def _open(settings: Settings) -> SqliteStore | None:
+def _open(settings: Settings) -> Store | None:
     """The database to look at (read only), or None when an ingest would create it."""
     if settings.db_url:
         from nemori_cli.errors import StoreError
@@ -58,7 +59,7 @@ def plan(
     namespace: str,
     *,
     window: int,
-    profile_of: Callable[[SqliteStore], Profile],
+    profile_of: Callable[[Store], Profile],
     max_tokens: int | None = None,
     check_embedder: bool = True,
 ) -> dict:
@@ -74,7 +75,7 @@ def plan(
             db.check_embedder(f"{embedder.model_name}:{embedder.dimensions}")
         # A new file would get the defaults overridden by the flags; an empty
         # in-memory database stands in for it (nothing touches the disk).
-        stand_in = db if db is not None else SqliteStore(Path(":memory:"))
+        stand_in: Store = db if db is not None else SqliteStore(Path(":memory:"))
         try:
             profile = profile_of(stand_in)
         finally:
@@ -130,7 +131,7 @@ def plan(
 
 
 def build_seconds(
-    settings: Settings, incoming: list[IncomingMessage], namespace: str, *, window: int, profile_of: Callable[[SqliteStore], Profile]
+    settings: Settings, incoming: list[IncomingMessage], namespace: str, *, window: int, profile_of: Callable[[Store], Profile]
 ) -> float:
     """The model time building these messages (the new ones, and what is pending already) would take: what `--build auto` decides on."""
     # The embedder is not checked here: the ingest that follows checks the one it really loads.

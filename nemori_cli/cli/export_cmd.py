@@ -42,14 +42,17 @@ def export_cmd(
     """Write one user's memory out: every row as JSON Lines, or a journal in Markdown."""
     from nemori_cli import deps
 
-    if fmt is ExportFormat.markdown and out is None:
-        raise ConfigError("--format markdown writes a folder of files: give it with --out DIR")
+    folder: Path | None = None  # markdown only
+    if fmt is ExportFormat.markdown:
+        if out is None:
+            raise ConfigError("--format markdown writes a folder of files: give it with --out DIR")
+        folder = Path(out)
     session = deps.session(opt.settings(db_path, user))
     try:
-        if fmt is ExportFormat.jsonl:
+        if folder is None:
             _jsonl(session, out)
         else:
-            _markdown(session, Path(out))
+            _markdown(session, folder)
     finally:
         session.close()
 

@@ -88,8 +88,8 @@ def as_text(out, v: FactView, _=None) -> None:
         out.print(f"[yellow]superseded (ingested {f.superseded_at}): {esc(f.superseded_reason)}[/yellow]", soft_wrap=True)
     for r in v.replaced:
         out.print(f"  replaced F{r.id}: {esc(r.text)}", soft_wrap=True)
-    for e in v.sources.values():
-        out.print(f"  from E{e.id} {stamp(e.start)}: {esc(e.title)}", soft_wrap=True)
+    for src in v.sources.values():
+        out.print(f"  from E{src.id} {stamp(src.start)}: {esc(src.title)}", soft_wrap=True)
     out.print()
     e = v.episode
     if e is None:

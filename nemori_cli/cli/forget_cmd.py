@@ -9,13 +9,17 @@ transaction, then scrubs what was deleted out of the file (store/forget.py).
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
 from nemori_cli.cli import options as opt
 from nemori_cli.cli.render import console, print_json
+from nemori_cli.config import Settings
 from nemori_cli.errors import ConfigError, NemoriError, StoreError
+
+if TYPE_CHECKING:  # the API is imported when a command runs, not when the CLI starts
+    from nemori_cli.api import ForgetKind
 
 forget_app = typer.Typer(
     help="Delete memory for good: `forget episode ID`, `forget fact ID`, `forget note ID`, or `forget --user NAME --yes`.",
@@ -34,22 +38,22 @@ def _say(line: str) -> None:
     console().print(line, soft_wrap=True, markup=False)  # one line, however narrow the terminal
 
 
-def _run(db_path: str | None, user: str | None, what: str, *args):
+def _run(db_path: str | None, user: str | None, what: ForgetKind | Literal["user"], item_id: int | None) -> tuple[Settings, dict[str, int]]:
     """Forget through the Python API (api.Memory.forget: one transaction, then the file scrubbed; VACUUM for a whole user)."""
     from nemori_cli.api import Memory
 
     with Memory.from_settings(opt.settings(db_path, user)) as memory:
-        counts = memory.forget(what, *args)
+        counts = memory.forget(what, item_id)
     return memory.settings, counts
 
 
 _LETTER = {"episode": "E", "fact": "F", "note": "N"}  # as `inspect` names them: E3, F2, N7
 
 
-def _forget(db_path: str | None, user: str | None, json_out: bool, what: str, item_id: int | None = None) -> None:
+def _forget(db_path: str | None, user: str | None, json_out: bool, what: ForgetKind | Literal["user"], item_id: int | None = None) -> None:
     """Forget one item (`forget episode 3`), or the whole user when no id is given; report as JSON or one line."""
     whole_user = item_id is None
-    settings, counts = _run(db_path, user, what, *(() if whole_user else (item_id,)))
+    settings, counts = _run(db_path, user, what, item_id)
     if json_out:
         print_json({"user": settings.user, **({} if whole_user else {what: item_id}), "counts": counts})
         return
@@ -129,7 +133,7 @@ def _confirm(db_path: str | None, user: str) -> None:
         raise NemoriError("not confirmed; nothing was forgotten")
 
 
-def _inherited(ctx: typer.Context, db_path: str | None, user: str | None, json_out: bool):
+def _inherited(ctx: typer.Context, db_path: str | None, user: str | None, json_out: bool) -> tuple[str | None, str | None, bool]:
     """Options given before the subcommand (`forget --user bob fact 3`) count too."""
     parent = ctx.obj or {}
     return db_path or parent.get("db"), user or parent.get("user"), json_out or bool(parent.get("json"))

@@ -63,8 +63,8 @@ def render(memory: Memory) -> dict[str, str]:
     by_id = {e.id: e for e in memory.episodes}
     facts_of: dict[int, list[Fact]] = defaultdict(list)
     for f in memory.facts:
-        for e in f.source_episode_ids:
-            facts_of[e].append(f)
+        for eid in f.source_episode_ids:
+            facts_of[eid].append(f)
     notes_of: dict[int, list[Note]] = defaultdict(list)
     loose: list[Note] = []  # notes made from messages (--memory amem): by day, not by episode
     for n in memory.notes:
@@ -145,10 +145,10 @@ def _index(memory: Memory, episodes: list[Episode], loose: list[Note], titles: d
         counts = ", ".join(p for p in (_count(len(in_month), "episode"), _count(notes, "note")) if p)
         out.append(f"- [{titles[name]}]({name}): {counts}")
         out += [f"  - [{format_date(e.start)}: {_line(e.title)}]({name}#e{e.id})" for e in in_month]
-    held = [f for f in memory.facts if f.status == "active"]
-    if held:
+    known = [f for f in memory.facts if f.status == "active"]
+    if known:
         out += ["", "## What is known now", ""]
-        out += [_known(f, {e.id: e for e in episodes}) for f in held]
+        out += [_known(f, {e.id: e for e in episodes}) for f in known]
     return "\n".join(out) + "\n"
 
 

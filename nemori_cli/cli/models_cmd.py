@@ -2,8 +2,21 @@
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 from nemori_cli.cli import options as opt
 from nemori_cli.cli.render import console, print_json
+
+
+class _Row(TypedDict):
+    role: str
+    name: str
+    kind: str
+    default: bool
+    usable: bool
+    detail: str
+    description: str
+    packages: list[str]
 
 
 def models_cmd(json_out: opt.Json = False) -> None:
@@ -13,7 +26,7 @@ def models_cmd(json_out: opt.Json = False) -> None:
 
     presets = load_presets()
     cache = Settings.from_env().cache_dir
-    rows = []
+    rows: list[_Row] = []
     for p in presets.llms.values():
         ok, detail = llm_availability(p, cache)
         rows.append(
@@ -28,18 +41,18 @@ def models_cmd(json_out: opt.Json = False) -> None:
                 "packages": list(p.packages),
             }
         )
-    for p in presets.embedders.values():
-        ok, detail = embedder_availability(p)
+    for e in presets.embedders.values():
+        ok, detail = embedder_availability(e)
         rows.append(
             {
                 "role": "embedder",
-                "name": p.name,
-                "kind": p.kind,
-                "default": p.name == presets.default_embedder,
+                "name": e.name,
+                "kind": e.kind,
+                "default": e.name == presets.default_embedder,
                 "usable": ok,
                 "detail": detail,
-                "description": p.description,
-                "packages": list(p.packages),
+                "description": e.description,
+                "packages": list(e.packages),
             }
         )
     if json_out:

@@ -110,12 +110,13 @@ class BenchBar:
             self.bar.update(self.overall, total=questions)
 
     def step(self, description: str, total: int | None) -> Callable[[int, int], None] | None:
-        if not self.bar:
+        bar = self.bar  # a local: the closure below keeps the narrowing to not None
+        if not bar:
             return None
-        self.bar.reset(self.task, description=description, total=total, completed=0)
+        bar.reset(self.task, description=description, total=total, completed=0)
 
         def update(done: int, of: int) -> None:
-            self.bar.update(self.task, completed=done, total=of)
+            bar.update(self.task, completed=done, total=of)
 
         return update
 

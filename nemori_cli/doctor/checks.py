@@ -12,10 +12,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nemori_cli.config import LLMPreset, Settings
 from nemori_cli.errors import NemoriError
 from nemori_cli.store import capabilities
+
+if TYPE_CHECKING:  # for annotations only: the checks must run even where numpy is broken
+    from nemori_cli.embed.base import Embedder
 
 REACH_TIMEOUT_S = 5.0  # an endpoint that takes longer to list its models is as good as down
 INSTALL_ADVICE = "run `make install` (or `pip install -e .` in the project's virtual environment)"
@@ -113,6 +117,7 @@ def _already_verified(preset: LLMPreset, cache_dir: Path) -> bool:
 
     if preset.parts and len(preset.parts) > 1 and preset.sha256:
         return (cache_dir / "models" / f"{preset.name}-{preset.sha256[:12]}.gguf").is_file()
+    path: Path | None
     if preset.path:
         path = Path(preset.path).expanduser()
     elif preset.parts:
@@ -155,7 +160,7 @@ def endpoint(preset: LLMPreset) -> Check:
     return Check("endpoint", True, f"{url} answered in {(time.perf_counter() - started) * 1000:.0f} ms (model {preset.model})")
 
 
-def embedder(settings: Settings, build: Callable[[Settings], object]) -> tuple[Check, object | None]:
+def embedder(settings: Settings, build: Callable[[Settings], Embedder]) -> tuple[Check, Embedder | None]:
     """Load the embedder and embed one sentence; the loaded one is reused by the probe."""
     try:
         model = build(settings)

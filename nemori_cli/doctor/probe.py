@@ -138,7 +138,7 @@ class _Probe:
         # Any similarity evokes: the probe measures the prediction call whatever
         # the embedder's similarity scale (an ingest evokes above the preset's tau).
         evoke_all = SemanticSettings(threshold=-1.0)
-        found = []
+        found: list[tuple[str, Any, int]] = []
         for episode_id, draft, group, vector in episodes:
             texts = distill(self.db, sample.USER, self.llm, draft.title, list(group.messages), vector, evoke_all).facts
             found.extend((text, None, episode_id) for text in texts)

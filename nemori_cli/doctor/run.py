@@ -119,8 +119,9 @@ def save_rates(preset, figures: dict, settings: Settings) -> str:
             seconds_per_char=figures["seconds_per_char"],
             source="nemori doctor",  # the name `ingest --dry-run` shows its figures' origin by
         )
-        where = rates.save(model_id, measured, settings.cache_dir)
+        rates.save(model_id, measured, settings.cache_dir)
     except (OSError, TypeError, ValueError, NemoriError) as e:  # a cache we cannot write must not fail the doctor
         return f"not saved: {e}"
-    where = where or settings.cache_dir / getattr(rates, "RATES_FILE", "rates.json")
+    # save() writes rates.json in the cache directory it is given and returns nothing.
+    where = settings.cache_dir / getattr(rates, "RATES_FILE", "rates.json")
     return f"saved for {model_id} in {where}"

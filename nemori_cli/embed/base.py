@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Protocol
 
@@ -74,7 +74,7 @@ def serialized(embedder: Embedder) -> Serialized:
 class Deferred:
     """An embedder made on its first use: `ask` over a core that holds everything never needs one (torch and the model stay unloaded)."""
 
-    def __init__(self, make):
+    def __init__(self, make: Callable[[], Embedder]) -> None:
         self._make = make
         self._inner: Embedder | None = None
 

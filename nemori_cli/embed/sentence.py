@@ -36,7 +36,10 @@ class SentenceTransformerEmbedder:
             raise ModelError(f"embedder {model_name}: cannot load {path} ({e})") from None
         self.model_name = model_name
         dims = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
-        self.dimensions = int(dims())
+        dimensions = dims()
+        if dimensions is None:  # a model whose size sentence-transformers cannot tell: int(None) said nothing useful
+            raise ModelError(f"embedder {model_name}: {path} does not say how many dimensions its vectors have")
+        self.dimensions = int(dimensions)
         self.batch_size = batch_size
 
     def embed_documents(self, texts: list[str]) -> np.ndarray:

@@ -110,7 +110,8 @@ def _branch(mapping: dict, current: object, where: str) -> list[tuple[str, dict]
         raise InputError(f"{where}: 'current_node' {quote(current)} is not a node in 'mapping'; expected the id of the last message")
     chain: list[tuple[str, dict]] = []
     seen: set[str] = set()
-    node_id, child = current, None
+    node_id: object = current  # a node's 'parent' is whatever the file holds: checked below
+    child: str | None = None
     while node_id is not None:
         if not isinstance(node_id, str):
             raise InputError(f"{where} node {quote(child, 50)}: 'parent' is {kind(node_id)}; expected a node id or null")

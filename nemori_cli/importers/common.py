@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from datetime import UTC, datetime
+from typing import SupportsFloat, SupportsIndex
 
 from nemori_cli.errors import InputError
 
@@ -75,6 +76,8 @@ def from_epoch(value: object) -> datetime:
         if not text or not text.lstrip("-").replace(".", "", 1).isdigit() or not text.isascii():
             raise ValueError("not a number")
         value = float(text)
+    if not isinstance(value, (SupportsFloat, SupportsIndex)):
+        raise ValueError("not a number")
     try:
         seconds = float(value)  # int, float, or the Decimal a JSON decoder made
     except (TypeError, ValueError, OverflowError):

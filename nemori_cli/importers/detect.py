@@ -169,14 +169,14 @@ def _shape(data: bytes) -> _Shape:
                 if prefix == "item" and shape.item is None:
                     shape.item = event
                 elif prefix == "item" and event == "map_key":
-                    shape.keys.append(value)
+                    shape.keys.append(str(value))  # a map_key's value is the key, a str
                 elif prefix == "item" and event in ("end_map", "end_array") or prefix == "" and event == "end_array":
                     break
             else:
                 if prefix == "" and event == "map_key":
-                    shape.keys.append(value)
+                    shape.keys.append(str(value))  # a map_key's value is the key, a str
                 elif prefix == message and event == "map_key":
-                    shape.message_keys.append(value)
+                    shape.message_keys.append(str(value))
                 elif prefix == message and event == "end_map" or prefix == "" and event == "end_map":
                     break
     except (ijson.JSONError, ValueError, RecursionError, OverflowError):

@@ -71,10 +71,9 @@ def read(stream: typing.BinaryIO, source: str, selection: Selection = Selection(
 
 
 def _record(out: Collector, record: dict, where: str, done: set[str]) -> None:
-    lists = [record.get(k) for k in ("haystack_session_ids", "haystack_dates", "haystack_sessions")]
-    if not all(isinstance(x, list) for x in lists):
+    ids, dates, sessions = (record.get(k) for k in ("haystack_session_ids", "haystack_dates", "haystack_sessions"))
+    if not (isinstance(ids, list) and isinstance(dates, list) and isinstance(sessions, list)):
         raise InputError(f"{where}: no haystack_session_ids, haystack_dates and haystack_sessions lists; {EXPECTED}")
-    ids, dates, sessions = lists
     if not len(ids) == len(dates) == len(sessions):
         raise InputError(f"{where}: {len(ids)} session ids, {len(dates)} dates and {len(sessions)} sessions; expected as many of each")
     for session_id, date, turns in zip(ids, dates, sessions):

@@ -66,7 +66,7 @@ def choose(
     conversations: tuple[str, ...], since: str | None, until: str | None, *, names: tuple[str, str] = ("since", "until")
 ) -> Selection:
     """A Selection from text bounds, checked; errors call the bounds by ``names`` (the CLI passes its flags, "--since", "--until")."""
-    bounds = []
+    bounds: list[datetime | None] = []
     for name, value, end in ((names[0], since, False), (names[1], until, True)):
         if value is None:
             bounds.append(None)

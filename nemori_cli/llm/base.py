@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ValidationError
 
@@ -28,6 +28,9 @@ from nemori_cli.domain import CallRecord, EventRecord
 from nemori_cli.errors import LLMOutputError, ModelError
 from nemori_cli.llm.schema import decoder_safe
 from nemori_cli.stages import Stage
+
+if TYPE_CHECKING:  # annotations only: an endpoint needs no numpy nor ctypes, which prefix_states loads
+    from nemori_cli.llm.prefix_states import PrefixStates, Snapshot
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -71,6 +74,22 @@ class ManyBackend(ChatBackend, Protocol):
     """
 
     def chat_many(self, requests: list[ChatRequest]) -> list[RawCompletion | LLMOutputError]: ...
+
+
+@runtime_checkable
+class PrefillBackend(ChatBackend, Protocol):
+    """A backend that reads a prompt's beginning ahead and keeps its KV state (llm/llamacpp.py), for retrieval/core_cache.py."""
+
+    states: PrefixStates
+    tokens_read: int  # prompt tokens evaluated, not taken from a cached prefix
+
+    def can_prefill(self) -> bool: ...
+
+    def prefill(self, messages: ChatMessages) -> Snapshot | None: ...
+
+    def state_identity(self) -> dict: ...
+
+    def adopt_prefix(self, snapshot: Snapshot) -> None: ...
 
 
 @dataclass

@@ -72,7 +72,7 @@ class ShortlistGrammar:
         self._seen = len(input_ids)
 
         k = min(self._shortlist, len(scores))
-        top = np.argpartition(-scores, k - 1)[:k]
+        top: np.ndarray = np.argpartition(-scores, k - 1)[:k]  # ids: the shortlist, or every token below
         allowed = self._apply(top.astype(np.intc), scores[top])
         if not allowed.any():
             every = np.arange(len(scores), dtype=np.intc)

@@ -24,10 +24,15 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nemori_cli.errors import LLMOutputError, ModelError
 from nemori_cli.llm.base import ChatMessages, ChatRequest, RawCompletion
-from nemori_cli.llm.prefix_states import PrefixStates, prompt_key
+from nemori_cli.llm.prefix_states import PrefixStates, Snapshot, prompt_key
+
+if TYPE_CHECKING:  # imported when first needed
+    from nemori_cli.llm.batched import BatchedDecoder
+    from nemori_cli.llm.lookup_decoding import LookupDecoder
 
 
 def default_threads() -> int:
@@ -62,8 +67,8 @@ class LlamaCppBackend:
         self.tokens_read = 0  # prompt tokens evaluated, not taken from a cached prefix (the bench reports it per answer)
         self.parallel = max(1, parallel)  # sequences chat_many decodes together (llm/batched.py)
         self._threads = n_threads or default_threads()
-        self._batched = None  # the BatchedDecoder, made on the first chat_many that needs it
-        self._lookup = None  # the LookupDecoder, made on the first greedy call
+        self._batched: BatchedDecoder | None = None  # made on the first chat_many that needs it
+        self._lookup: LookupDecoder | None = None  # made on the first greedy call
         self.lookup = lookup  # guessed tokens checked per step; None: llama-cpp-python's loop
         self._formatter = None
         self._grammars: dict[str, str] = {}
@@ -108,7 +113,7 @@ class LlamaCppBackend:
         self._count_read(messages)
         try:
             if temperature == 0 and self.lookup is not None and self._can_batch():
-                out = self._chat_lookup(messages, schema, max_tokens)
+                out = self._chat_lookup(messages, schema, max_tokens, self.lookup)
             else:
                 out = self._chat_llama(messages, schema, max_tokens, temperature)
         except ValueError as e:
@@ -160,7 +165,7 @@ class LlamaCppBackend:
     def can_prefill(self) -> bool:
         return self.states.enabled and self._can_batch()
 
-    def prefill(self, messages: ChatMessages):
+    def prefill(self, messages: ChatMessages) -> Snapshot | None:
         """Make the KV cache hold these messages as far as the end of the last one's text (no reply begun), pinned.
 
         Returns the snapshot, or None where snapshots are off. What a snapshot
@@ -194,7 +199,7 @@ class LlamaCppBackend:
         self.states.after(key)
         return self.states.pin(key)
 
-    def adopt_prefix(self, snapshot) -> None:
+    def adopt_prefix(self, snapshot: Snapshot) -> None:
         """Make a snapshot loaded from a file the live, pinned state (raises if llama.cpp refuses it)."""
         self.states.adopt(snapshot)
 
@@ -222,7 +227,7 @@ class LlamaCppBackend:
         try:
             with _interrupt_after_the_call():
                 out = self.llama.create_chat_completion(
-                    messages=messages,
+                    messages=messages,  # type: ignore[arg-type]  # role/content dicts; llama_cpp wants one TypedDict per role
                     logits_processor=LogitsProcessorList([constraint]),
                     max_tokens=max_tokens,
                     temperature=temperature,
@@ -230,16 +235,18 @@ class LlamaCppBackend:
                 )
         finally:
             constraint.close()
+        if not isinstance(out, dict):  # stream=False: never an iterator of chunks
+            raise ModelError(f"model {self.model_id}: llama-cpp-python streamed an answer that was asked for whole")
         usage = out.get("usage") or {}
         text = out["choices"][0]["message"].get("content") or ""
         return RawCompletion(text, int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0)))
 
-    def _chat_lookup(self, messages: ChatMessages, schema: dict, max_tokens: int) -> RawCompletion:
-        """Greedy decoding in our own loop, guesses from the prompt checked in bulk when ``lookup`` > 0."""
+    def _chat_lookup(self, messages: ChatMessages, schema: dict, max_tokens: int, lookup: int) -> RawCompletion:
+        """Greedy decoding in our own loop, ``lookup`` guesses from the prompt checked in bulk when it is above 0."""
         from nemori_cli.llm.lookup_decoding import LookupDecoder
 
-        if self._lookup is None or self._lookup.draft_max != self.lookup:
-            self._lookup = LookupDecoder(self.llama, draft_max=self.lookup)
+        if self._lookup is None or self._lookup.draft_max != lookup:
+            self._lookup = LookupDecoder(self.llama, draft_max=lookup)
         # No hold on Ctrl-C: this loop makes no Python callbacks from C, so an interrupt
         # between two decodes stops cleanly (the decoder forgets the cache it left half-written).
         # A grammar llama.cpp cannot parse is a ValueError here, a ModelError in chat(), as on the other path.

@@ -393,10 +393,10 @@ class OpenAICompatBackend:
                 f"{where} answered {_describe(payload)} instead of a chat completion", raw=payload.decode("utf-8", "replace")[:500]
             )
         if out.get("error") and not out.get("choices"):
-            message = _error_text(payload)
-            if _CONTEXT.search(message):
-                raise ContextOverflow(f"{where}: the prompt is longer than the model's context ({message})")
-            raise LLMOutputError(f"{where} answered an error ({message})")
+            detail = _error_text(payload)
+            if _CONTEXT.search(detail):
+                raise ContextOverflow(f"{where}: the prompt is longer than the model's context ({detail})")
+            raise LLMOutputError(f"{where} answered an error ({detail})")
         choices = out.get("choices")
         message = choices[0].get("message") if isinstance(choices, list) and choices and isinstance(choices[0], dict) else None
         if not isinstance(message, dict):
@@ -408,5 +408,7 @@ class OpenAICompatBackend:
             content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
         if content is not None and not isinstance(content, str):
             raise LLMOutputError(f"{where} answered a message whose content is {type(content).__name__}, not text")
-        usage = out.get("usage") if isinstance(out.get("usage"), dict) else {}
+        usage = out.get("usage")
+        if not isinstance(usage, dict):
+            usage = {}
         return RawCompletion(content or "", _tokens(usage.get("prompt_tokens")), _tokens(usage.get("completion_tokens")))

@@ -20,7 +20,7 @@ Models load on the first call that needs them and stay loaded.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypedDict
 
 from pydantic import BaseModel, Field
 
@@ -121,12 +121,18 @@ def _iso(value: datetime) -> str:
 # -- the server ---------------------------------------------------------------
 
 
+class _Presets(TypedDict):
+    model: str | None
+    embedder: str | None
+    answer_model: str | None
+
+
 class Memories:
     """One Memory per user, opened on first use; the bound user unless --any-user allows others."""
 
     def __init__(self, db_path: str, user: str, *, any_user: bool, model: str | None, embedder: str | None, answer_model: str | None):
         self.db_path, self.user, self.any_user = db_path, user, any_user
-        self.presets = {"model": model, "embedder": embedder, "answer_model": answer_model}
+        self.presets: _Presets = {"model": model, "embedder": embedder, "answer_model": answer_model}
         self._open: dict[str, Memory] = {}
 
     def of(self, user: str | None) -> Memory:

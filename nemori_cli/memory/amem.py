@@ -246,7 +246,7 @@ class Amem:
     def _vector(self, content: str, keywords, tags, context: str) -> np.ndarray:
         return self.embedder.embed_documents([note_sql.embedding_text(content, keywords, tags, context)])[0]
 
-    def _decide(self, source: NoteSource, attrs: prompt.NoteAttributes, neighbours: list[Note], similarity: dict[int, float]):
+    def _decide(self, source: NoteSource, attrs: prompt.NoteAttributes, neighbours: list[Note], similarity: dict[int, float]) -> _Decision:
         """The model's links and updates, restricted to the offered notes; a similarity rule when it fails."""
         ids = tuple(n.id for n in neighbours)
         schema = prompt.decision_schema(ids) if ids else None
@@ -262,7 +262,8 @@ class Amem:
             )
             return _Decision(chosen, ())
         links = tuple(dict.fromkeys(value.links))
-        updates, seen = [], set()
+        updates: list[prompt.NeighbourUpdate] = []
+        seen: set[int] = set()
         by_id = {n.id: n for n in neighbours}
         for update in value.updates:
             if update.id in seen or len(update.context) < 8:
@@ -293,7 +294,7 @@ def _restates(context: str, memory: str) -> bool:
 @dataclass(frozen=True)
 class _Decision:
     links: tuple[int, ...]
-    updates: tuple
+    updates: tuple[prompt.NeighbourUpdate, ...]
 
 
 @dataclass(frozen=True)

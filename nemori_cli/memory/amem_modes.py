@@ -37,7 +37,10 @@ class _MessageNotes(Worker):
         return self.notes.plan(self.tools.db, self.tools.user, source)  # both model calls
 
     def write_message(self, plan: NotePlan) -> Made | None:
-        if note_sql.has_note(self.tools.db, plan.source.message_id):
+        message_id = plan.source.message_id
+        if message_id is None:  # plan_message always names it
+            raise ValueError("a message's note plan names no message")
+        if note_sql.has_note(self.tools.db, message_id):
             return None  # another process made this note meanwhile
         self.notes.write(self.tools.db, self.tools.user, plan)
         return Made(notes=1)

@@ -25,7 +25,7 @@ import numpy as np
 from nemori_cli.domain import Backlog, Hit, Message
 from nemori_cli.embed.base import Embedder
 from nemori_cli.llm.base import StructuredLLM
-from nemori_cli.memory.amem import AmemSettings
+from nemori_cli.memory.amem import AmemSettings, NotePlan
 from nemori_cli.memory.consolidate import ConsolidationSettings
 from nemori_cli.memory.semantic import SemanticSettings
 from nemori_cli.store import messages as message_sql
@@ -84,11 +84,12 @@ class Worker:
         return []
 
     # Modes that make no episodes take messages one at a time instead: the
-    # model's decisions first, outside the write lock, then the write inside it.
-    def plan_message(self, message: Message) -> object:
+    # model's decisions first, outside the write lock, then the write inside it
+    # (A-MEM's notes, the one such mode: its plan is a NotePlan).
+    def plan_message(self, message: Message) -> NotePlan:
         raise NotImplementedError
 
-    def write_message(self, plan: object) -> Made | None:
+    def write_message(self, plan: NotePlan) -> Made | None:
         """Store a planned message's memory (the caller holds the transaction); None when another process did meanwhile."""
         raise NotImplementedError
 

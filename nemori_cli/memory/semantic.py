@@ -159,7 +159,8 @@ def distill(
         return Distillation([], method, prediction, evoked)
     source = " ".join([m.content for m in messages] + [m.speaker for m in messages]).lower()
     anchor = messages[0].timestamp
-    kept, dropped = [], []
+    kept: list[str] = []
+    dropped: list[str] = []
     for fact in facts:
         (dropped if ungrounded(fact, source) else kept).append(fact)
     dated = [annotate_relative_times(f, anchor) for f in kept]

@@ -28,6 +28,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Generic, TypeVar
 
 from nemori_cli.domain import CallRecord, EventRecord, Message
@@ -74,7 +75,7 @@ class Planned:
 
     window: list[Message]
     groups: list[Group]
-    partition: Outcome[None]  # the cut's calls and events (or the error that stopped it)
+    partition: Outcome[list[Group]]  # the cut's calls and events (or the error that stopped it); its value is dropped once taken
     drafts: list[Future]  # Future[Outcome[EpisodeDraft]], one per group
 
 
@@ -117,7 +118,7 @@ class Ahead:
                 if not window or (len(window) < self.window and not self.flush):
                     break
                 more_after = at < len(self.pending)
-                cut = logged(self.make_llm, lambda llm, window=window: partition(window, llm, self.embedder, self.settings))
+                cut = logged(self.make_llm, partial(partition, window, embedder=self.embedder, settings=self.settings))
                 if cut.error is not None:
                     self._put(Planned(window, [], cut, []))
                     break

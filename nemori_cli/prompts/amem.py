@@ -110,12 +110,26 @@ LINK_SYSTEM = (
 )
 
 
+class NeighbourUpdate(BaseModel):
+    """What every update holds, for the type checker; decision_schema narrows the id to those offered."""
+
+    id: int
+    context: str
+    tags: list[str]
+
+
+class LinkDecision(BaseModel):
+    links: list[int]
+    updates: list[NeighbourUpdate]
+
+
 @lru_cache(maxsize=256)
-def decision_schema(ids: tuple[int, ...]) -> type[BaseModel]:
+def decision_schema(ids: tuple[int, ...]) -> type[LinkDecision]:
     """The answer for one set of offered neighbours: only their ids are valid anywhere in it."""
-    offered = Literal[ids]  # type: ignore[valid-type]
+    offered = Literal[ids]  # type: ignore[valid-type]  # a Literal made at run time: no static type says it
     update = create_model(
         "NeighbourUpdate",
+        __base__=NeighbourUpdate,
         __validators__={
             "clip_context": field_validator("context")(lambda cls, v: clip(strip_tag_list(v), CONTEXT_MAX)),
             "clean_tags": field_validator("tags", mode="before")(lambda cls, v: _clean_words(v, TAG_MAX, MAX_TAGS, lower=True)),
@@ -126,11 +140,12 @@ def decision_schema(ids: tuple[int, ...]) -> type[BaseModel]:
     )
     return create_model(
         "LinkDecision",
-        links=(list[offered], Field(default_factory=list, max_length=len(ids), description="Ids of nearby memories to link to.")),  # type: ignore[valid-type]
+        __base__=LinkDecision,
+        links=(list[offered], Field(default_factory=list, max_length=len(ids), description="Ids of nearby memories to link to.")),
         updates=(
-            list[update],
+            list[update],  # type: ignore[valid-type]  # a model made at run time
             Field(default_factory=list, max_length=MAX_UPDATES, description="Nearby memories whose context and tags change."),
-        ),  # type: ignore[valid-type]
+        ),
     )
 
 

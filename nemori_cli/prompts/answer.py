@@ -95,8 +95,18 @@ def _first_sentence(text: str) -> str:
     return text[: m.start()]
 
 
+class AnswerText(BaseModel):
+    """What every answer model holds, for the type checker; timeline_schema and schema_for add the bounds."""
+
+    answer: str
+
+
+class CitedAnswer(AnswerText):
+    sources: list[int]
+
+
 @lru_cache(maxsize=4)
-def timeline_schema(duration: bool) -> type[BaseModel]:
+def timeline_schema(duration: bool) -> type[AnswerText]:
     """Only the answer: citations come from what was retrieved, not from the model (fewer tokens to write)."""
     # Clipped, not refused: llama.cpp's grammar does not bound a string this long, and a
     # long answer is still an answer (its first sentence is kept, see tidy()).
@@ -105,6 +115,7 @@ def timeline_schema(duration: bool) -> type[BaseModel]:
         validators["no_clock"] = field_validator("answer")(_no_clock)
     return create_model(
         "Answer",
+        __base__=AnswerText,
         __validators__=validators,
         answer=(str, Field(min_length=1, description="The short answer.")),
     )
@@ -131,14 +142,15 @@ def render_timeline(question: str, hits: list[Hit], *, now: str | None, arithmet
 
 
 @lru_cache(maxsize=64)
-def schema_for(ids: tuple[int, ...]) -> type[BaseModel]:
-    source = Literal[ids] if ids else int  # type: ignore[valid-type]
+def schema_for(ids: tuple[int, ...]) -> type[CitedAnswer]:
+    source = Literal[ids] if ids else int
     return create_model(
         "Answer",
+        __base__=CitedAnswer,
         __validators__={"clip_answer": field_validator("answer")(lambda cls, v: clip(v, ANSWER_MAX))},
         answer=(str, Field(min_length=1, description="The short answer.")),
         sources=(
-            list[source],  # type: ignore[valid-type]
+            list[source],  # type: ignore[valid-type]  # a Literal made at run time: no static type says it
             Field(default_factory=list, max_length=3, description="Ids of the memories the answer comes from."),
         ),
     )

@@ -11,6 +11,7 @@ question may go before the end of the core, or the cache is lost.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from nemori_cli.dates import annotate_relative_times, format_date
 from nemori_cli.domain import Hit
@@ -114,7 +115,7 @@ def render(
     *,
     now: str | None,
     arithmetic: list[str],
-    focus: list[Hit] = (),
+    focus: Sequence[Hit] = (),
     wanted: frozenset[str] | None = None,
     focus_words: int = 0,
 ) -> list[dict[str, str]]:

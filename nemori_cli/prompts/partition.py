@@ -25,14 +25,21 @@ SYSTEM = (
 )
 
 
+class PartitionAnswer(BaseModel):
+    """What every window's answer holds, for the type checker; schema_for narrows it to the window."""
+
+    boundaries: list[int]
+
+
 @lru_cache(maxsize=64)
-def schema_for(n: int, max_boundaries: int) -> type[BaseModel]:
+def schema_for(n: int, max_boundaries: int) -> type[PartitionAnswer]:
     """The answer model for a window of ``n`` messages."""
-    position = Literal[tuple(range(2, n + 1))] if n >= 2 else int  # type: ignore[valid-type]
+    position = Literal[tuple(range(2, n + 1))] if n >= 2 else int
     return create_model(
         "Partition",
+        __base__=PartitionAnswer,
         boundaries=(
-            list[position],  # type: ignore[valid-type]
+            list[position],  # type: ignore[valid-type]  # a Literal made at run time: no static type says it
             Field(
                 default_factory=list,
                 max_length=max_boundaries,

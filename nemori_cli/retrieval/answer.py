@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from nemori_cli import stages
@@ -192,7 +193,7 @@ def answer_hits(
     *,
     today: str | None = None,
     gate: bool = True,
-    unmentioned: list[str] = (),
+    unmentioned: Sequence[str] = (),
     events: dict[str, list[Hit]] | None = None,
 ) -> Answer:
     """One answer from these memories (search time is the caller's to fill in).

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from datetime import date
+from typing import Protocol, TypeVar
 
 from nemori_cli.dates import find_relative_times, format_date
 from nemori_cli.domain import Hit, Message
@@ -27,11 +28,21 @@ COPY_MIN_WORDS = 6  # fewer words in a row than this is a phrase taken from a li
 _WORDS = re.compile(r"[\w']+")
 
 
+class _Said(Protocol):
+    """A stored Message, or a message as read from an input (the bench checks its questions' own conversation)."""
+
+    @property
+    def content(self) -> str: ...
+
+
+_SaidT = TypeVar("_SaidT", bound=_Said)
+
+
 def _words(text: str) -> list[str]:
     return [w.lower().strip("'") for w in _WORDS.findall(text)]
 
 
-def copied_line(answer: str, messages: list[Message]) -> Message | None:
+def copied_line(answer: str, messages: list[_SaidT]) -> _SaidT | None:
     """The message the answer copies: at least COPY_MIN_WORDS of its words, in a row, are the whole answer."""
     said = _words(answer)
     if len(said) < COPY_MIN_WORDS:

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nemori_cli.llm import state_files
-from nemori_cli.llm.base import StructuredLLM
-from nemori_cli.llm.prefix_states import prompt_key
+from nemori_cli.llm.base import PrefillBackend, StructuredLLM
+from nemori_cli.llm.prefix_states import Snapshot, prompt_key
 from nemori_cli.retrieval.core import Core
 
 
@@ -56,7 +56,7 @@ class CoreCache:
     def prepare(self, llm: StructuredLLM, user: str, core: Core) -> Prepared:
         """Make ``llm`` hold the core's KV state: live, from its file, or read now and saved."""
         backend = llm.backend
-        if not getattr(backend, "can_prefill", lambda: False)():
+        if not (isinstance(backend, PrefillBackend) and backend.can_prefill()):
             self.last = Prepared("none")
             return self.last  # an endpoint: the same prefix every time is what its own prefix cache reuses
         started = time.perf_counter()
@@ -98,7 +98,7 @@ class CoreCache:
         return self.last
 
     @staticmethod
-    def _adopt_older(backend, path: Path, identity: dict):
+    def _adopt_older(backend: PrefillBackend, path: Path, identity: dict) -> Snapshot | None:
         """The state of the core saved before this one (same model and settings), made live so that a core that
         grew from it reads only its new turns; None when there is none, or llama.cpp refuses it."""
         older = state_files.load(path, _OLDER, identity, None)

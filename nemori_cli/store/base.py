@@ -12,7 +12,19 @@ from pathlib import Path
 from typing import Any
 
 from nemori_cli.errors import StoreError
-from nemori_cli.store.contract import Connection, Params, Row
+from nemori_cli.store.asof import Within
+from nemori_cli.store.contract import Connection, Params, Row, Store
+
+
+def children(db: Store, table: str, parent: str, child: str, ids: list[int]) -> dict[int, tuple[int, ...]]:
+    """For each of ``ids``, the ``child`` ids its rows of ``table`` name (ascending; () for none): a fact's episodes, a note's links."""
+    if not ids:
+        return {}
+    marks = ",".join("?" * len(ids))
+    grouped: dict[int, list[int]] = {i: [] for i in ids}
+    for row in db.query(f"SELECT {parent}, {child} FROM {table} WHERE {parent} IN ({marks}) ORDER BY {parent}, {child}", tuple(ids)):
+        grouped[row[parent]].append(row[child])
+    return {k: tuple(v) for k, v in grouped.items()}
 
 
 class StoreBase:
@@ -35,6 +47,36 @@ class StoreBase:
     def one(self, sql: str, params: Params = ()) -> Row | None:
         rows = self.query(sql, params)
         return rows[0] if rows else None
+
+    # -- full text: the same steps on each engine, its own SQL (_match_text, _ranked_sql) --
+    def text_search(
+        self, fts: str, user: str, words: list[str], k: int, within: Within | None = None, max_rows: int | None = None
+    ) -> list[tuple[int, float]]:
+        """(row id, score where higher is better) of rows holding any of ``words``, best first.
+
+        ``max_rows``: score only the first that many matching rows (in the
+        table's order, not by score), so that the cost is bounded whatever the
+        word counts the caller chose the words by.
+        """
+        if not words:
+            return []
+        allowed = f" AND rowid IN ({within.sql})" if within else ""
+        params = (self._match_text(words), user, *(within.params if within else ()))
+        bounded = max_rows is not None
+        rows = self.query(self._ranked_sql(fts, allowed, bounded=bounded), (*params, max_rows, k) if bounded else (*params, k))
+        return [(int(r["rowid"]), self._score(float(r["rank"]))) for r in rows]
+
+    def _match_text(self, words: list[str]) -> str:
+        """The engine's query text for rows holding any of ``words`` (user text is never query syntax)."""
+        raise NotImplementedError
+
+    def _ranked_sql(self, fts: str, allowed: str, *, bounded: bool) -> str:
+        """SELECT rowid, rank, best first; parameters: match text, user, [allowed's], [max_rows], k."""
+        raise NotImplementedError
+
+    def _score(self, rank: float) -> float:
+        """The engine's rank as a score where higher is better."""
+        raise NotImplementedError
 
     # -- meta -------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:

@@ -19,7 +19,7 @@ def sqlite_vec_versions() -> tuple[str, str, str]:
         version = conn.execute("SELECT vec_version()").fetchall()[0][0]
     finally:
         conn.close()
-    return apsw.apswversion(), apsw.sqlite_lib_version(), version
+    return apsw.apswversion(), apsw.sqlite_lib_version(), str(version)
 
 
 def fts5_finds() -> int:
@@ -30,6 +30,7 @@ def fts5_finds() -> int:
     try:
         conn.execute("CREATE VIRTUAL TABLE t USING fts5(body)")
         conn.execute("INSERT INTO t(body) VALUES ('doctor probe text')")
-        return conn.execute("SELECT count(*) FROM t WHERE t MATCH 'probe'").fetchall()[0][0]
+        found = conn.execute("SELECT count(*) FROM t WHERE t MATCH 'probe'").fetchall()[0][0]
+        return found if isinstance(found, int) else 0
     finally:
         conn.close()

@@ -51,7 +51,7 @@ class Store(Protocol):
     # Read-only here, so that each engine may narrow them (SQLite: a Path and apsw's connection).
     @property
     def engine(self) -> str:
-        """"sqlite" | "postgresql"."""
+        """ "sqlite" | "postgresql"."""
         ...
 
     @property
@@ -61,6 +61,16 @@ class Store(Protocol):
 
     @property
     def conn(self) -> Connection: ...
+
+    @property
+    def errors(self) -> type[Exception]:
+        """What the engine's driver raises for a statement it refuses (a constraint, a type)."""
+        ...
+
+    @property
+    def one_write_lock(self) -> bool:
+        """Whether all writers share one lock (SQLite: one per file), rather than one per user (PostgreSQL)."""
+        ...
 
     # -- rows and meta (store/base.py: the same SQL on every engine) --------------
     def query(self, sql: str, params: Params = ()) -> list[Row]: ...

@@ -29,6 +29,7 @@ import base64
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from nemori_cli.errors import StoreError
 from nemori_cli.store.contract import Store
@@ -68,7 +69,7 @@ def tables(db: Store) -> list[Table]:
     if db.engine == "postgresql":
         return _pg_tables(db)
     master = db.query("SELECT name, sql FROM sqlite_master WHERE type = 'table' ORDER BY rowid")
-    virtual = {r["name"]: _VIRTUAL.match(r["sql"] or "").group(1).lower() for r in master if _VIRTUAL.match(r["sql"] or "")}
+    virtual = {r["name"]: m.group(1).lower() for r in master if (m := _VIRTUAL.match(r["sql"] or ""))}
     shadows = _shadow_tables(db, list(virtual))
     found: dict[str, Table] = {}
     unowned: list[str] = []
@@ -183,7 +184,7 @@ def _pg_tables(db) -> list[Table]:
                 )
             )
             if "user_id" in columns:
-                owner = '"user_id" = :user'
+                owner: str | None = '"user_id" = :user'
             else:
                 parents = [
                     f"{_q(f['col'])} IN (SELECT {_q(f['pcol'])} FROM {found[f['parent']].quoted} WHERE {found[f['parent']].owner})"
@@ -228,7 +229,7 @@ def rows(db: Store, user: str, table: Table) -> Iterator[dict]:
         select = f"rowid AS {_q('rowid')}, " + select
     sql = f"SELECT {select} FROM {table.quoted} WHERE {table.owner} {table.order}"
     for r in db.conn.execute(sql, {"user": user}):
-        record = {"table": table.name}
+        record: dict[str, Any] = {"table": table.name}
         if table.rowid:
             record["rowid"] = r.pop("rowid")
         record["row"] = {k: encode(v) for k, v in r.items()}

@@ -8,6 +8,7 @@ import numpy as np
 
 from nemori_cli.domain import Fact
 from nemori_cli.store import asof, index
+from nemori_cli.store.base import children
 from nemori_cli.store.contract import Store
 from nemori_cli.store.sqlite import now_iso
 
@@ -73,13 +74,7 @@ def replaced(db: Store, user: str, fact_id: int) -> list[Fact]:
 
 
 def _sources(db: Store, ids: list[int]) -> dict[int, tuple[int, ...]]:
-    if not ids:
-        return {}
-    marks = ",".join("?" * len(ids))
-    grouped: dict[int, list[int]] = {i: [] for i in ids}
-    for row in db.query(f"SELECT fact_id, episode_id FROM fact_sources WHERE fact_id IN ({marks}) ORDER BY episode_id", tuple(ids)):
-        grouped[row["fact_id"]].append(row["episode_id"])
-    return {k: tuple(v) for k, v in grouped.items()}
+    return children(db, "fact_sources", "fact_id", "episode_id", ids)
 
 
 def _fact(row: dict, sources: tuple[int, ...]) -> Fact:

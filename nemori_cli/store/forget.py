@@ -214,6 +214,8 @@ def _delete_notes(db: Store, user: str, ids: list[int], reembed: Reembed | None)
         raise StoreError("forgetting these notes undoes changes they made to other notes, which needs the embedder")
     for note_id in sorted(touched):
         note = note_sql.get(db, user, note_id)
+        if note is None or reembed is None:  # neither can be: a touched note was just updated, and reembed was checked above
+            continue
         note_sql.reindex(db, user, note_id, reembed(note_sql.embedding_text(note.content, note.keywords, note.tags, note.context)))
     db.conn.execute(f"DELETE FROM note_evolutions WHERE made_by IN ({marks}) OR note_id IN ({marks})", (*ids, *ids))
     db.conn.execute(f"DELETE FROM note_links WHERE note_id IN ({marks}) OR linked_id IN ({marks})", (*ids, *ids))

@@ -109,8 +109,8 @@ COMMON_TERM_MIN_EPISODES = 200  # ...once there are enough episodes for shares t
 MAX_QUERY_TERMS = 8
 # Past this many rows a share stops bounding the work: 20% of a million rows is
 # 200k rows to rank. Larger tables search only words in at most this many rows,
-# and rank at most this many matches. At 1.1M rows on PostgreSQL, ranking 5,000
-# matches took about 6 ms and 20,000 about 68 ms (docs/SEARCH_LATENCY.md).
+# and rank at most this many matches (docs/SEARCH_LATENCY.md has what ranking
+# more costs, and the command that measures it).
 TEXT_MATCH_BUDGET = 5_000
 
 

@@ -40,7 +40,7 @@ def unindexed(db: Store, user: str, limit: int | None = None) -> list[Message]:
     return [message_sql.row_to_message(r) for r in db.query(sql, params)]
 
 
-def index_all(db: Store, user: str, embed: Callable[[list[str]], list[np.ndarray]]) -> int:
+def index_all(db: Store, user: str, embed: Callable[[list[str]], np.ndarray]) -> int:
     """Index every message of the user that has no index rows yet. Caller holds the transaction."""
     done = 0
     while batch := unindexed(db, user, BATCH):
@@ -50,7 +50,7 @@ def index_all(db: Store, user: str, embed: Callable[[list[str]], list[np.ndarray
     return done
 
 
-def add(db: Store, user: str, messages: list[Message], vectors: list[np.ndarray]) -> None:
+def add(db: Store, user: str, messages: list[Message], vectors: np.ndarray | list[np.ndarray]) -> None:
     db.conn.executemany(
         "INSERT INTO message_fts(rowid, speaker, content, user_id) VALUES (?, ?, ?, ?)",
         [(m.id, m.speaker, m.content, user) for m in messages],

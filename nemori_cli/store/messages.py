@@ -113,10 +113,11 @@ def first_pending_epoch(db: Store, user: str) -> float | None:
 
 def last_before(db: Store, user: str, epoch: float | None = None) -> float | None:
     """When the user's newest message said before ``epoch`` (before None: of all) was said, in epoch seconds; None when there is none."""
-    where, params = "user_id = ?", (user,)
+    where = "user_id = ?"
+    params: list[str | float] = [user]
     if epoch is not None:
         where += " AND ts_epoch < ?"
-        params += (epoch,)
+        params.append(epoch)
     row = db.one(f"SELECT max(ts_epoch) AS t FROM messages WHERE {where}", params)
     return None if row is None or row["t"] is None else float(row["t"])
 
@@ -143,10 +144,11 @@ def all_messages(db: Store, user: str, *, pending_only: bool = False, limit: int
 
 def recent(db: Store, user: str, limit: int, *, as_of: datetime | None = None) -> list[Message]:
     """The newest ``limit`` messages (of those said by ``as_of``), oldest first: the core context's raw timeline."""
-    where, params = "user_id = ?", (user,)
+    where = "user_id = ?"
+    params: list[str | float] = [user]
     if as_of is not None:
         where += " AND ts_epoch <= ?"
-        params += (to_epoch(as_of),)
+        params.append(to_epoch(as_of))
     rows = db.query(f"SELECT {COLUMNS} FROM messages WHERE {where} ORDER BY ts_epoch DESC, id DESC LIMIT ?", (*params, limit))
     return [row_to_message(r) for r in reversed(rows)]
 

@@ -16,6 +16,7 @@ import numpy as np
 from nemori_cli.domain import Backlog, Note, NoteChange, to_epoch
 from nemori_cli.stages import MESSAGE_CHARS_READ
 from nemori_cli.store import asof, index
+from nemori_cli.store.base import children
 from nemori_cli.store.contract import Store
 from nemori_cli.store.sqlite import now_iso
 
@@ -143,13 +144,7 @@ def _note(row: dict, links: tuple[int, ...]) -> Note:
 
 
 def links_of(db: Store, ids: list[int]) -> dict[int, tuple[int, ...]]:
-    if not ids:
-        return {}
-    marks = ",".join("?" * len(ids))
-    grouped: dict[int, list[int]] = {i: [] for i in ids}
-    for row in db.query(f"SELECT note_id, linked_id FROM note_links WHERE note_id IN ({marks}) ORDER BY note_id, linked_id", tuple(ids)):
-        grouped[row["note_id"]].append(row["linked_id"])
-    return {k: tuple(v) for k, v in grouped.items()}
+    return children(db, "note_links", "note_id", "linked_id", ids)
 
 
 def by_ids(db: Store, user: str, ids: list[int], *, as_of: datetime | None = None) -> dict[int, Note]:

@@ -54,9 +54,9 @@ HNSW_MIN_OWN = 2
 HNSW_CANDIDATES = 200
 HNSW_EF_SEARCH = 200
 # From HNSW_LARGE_ROWS rows the walk keeps HNSW_LARGE_CANDIDATES: with the
-# default graph (m = 16, ef_construction = 64) recall@10 on real MiniLM vectors
-# fell from 0.993 at 110k rows to 0.916 at 1.1M with 200 candidates; 800 gave
-# 0.966 there, at 38 ms against 11 ms.
+# default graph (m = 16, ef_construction = 64) recall@10 falls as the table
+# grows, and more candidates buy it back at some latency (docs/SEARCH_LATENCY.md,
+# "Large stores", has the sweep and its command).
 HNSW_LARGE_ROWS = 500_000
 HNSW_LARGE_CANDIDATES = 800
 _STORE_LOCK = 0x6E656D6F  # "nemo": the advisory lock of schema changes
@@ -67,6 +67,7 @@ class PgStore(StoreBase):
     """One connection to one nemori store on a PostgreSQL server."""
 
     engine = "postgresql"
+    one_write_lock = False  # a unit of work locks its user only (advisory lock per user)
     path: str
     conn: PgConnection
 
@@ -81,9 +82,9 @@ class PgStore(StoreBase):
         try:
             # prepare_threshold=None: no server-side prepared statements, so every query is
             # planned for its own values. psycopg prepares a query run 5 times, and PostgreSQL
-            # then moves to a generic plan, blind to the values: for a rare word's full-text
-            # search at 1.1M rows that was a scan of every row (p50 372 ms against 10.9 ms,
-            # docs/SEARCH_LATENCY.md), and a user's share of a table decides the vector plan.
+            # then moves to a generic plan, blind to the values: a rare word's full-text search
+            # on a large table became a scan of every row (docs/SEARCH_LATENCY.md has the
+            # figures), and a user's share of a table decides the vector plan.
             raw = psycopg.connect(url, autocommit=True, row_factory=dict_row, connect_timeout=10, prepare_threshold=None)
         except psycopg.Error as e:
             raise StoreError(f"cannot connect to PostgreSQL at {self.path}: {first_line(e)}") from None
@@ -194,7 +195,7 @@ class PgStore(StoreBase):
         self.conn.raw.close()
 
     @property
-    def errors(self):
+    def errors(self) -> type[Exception]:
         """What a refused statement raises (restore names the row it came from)."""
         import psycopg
 
@@ -308,32 +309,24 @@ class PgStore(StoreBase):
             estimate = int(self.scalar(f"SELECT count(*) AS n FROM {table}"))
         return estimate
 
-    def text_search(
-        self, fts: str, user: str, words: list[str], k: int, within=None, max_rows: int | None = None
-    ) -> list[tuple[int, float]]:
-        """Any of ``words`` (stemmed by the 'english' configuration), ranked by ts_rank_cd, best first.
+    # Full text through tsvector: words stemmed by the 'english' configuration, ranked by ts_rank_cd.
+    def _match_text(self, words: list[str]) -> str:
+        return _any_of(words)
 
-        ``max_rows``: rank only the first that many matching rows found (in
-        the table's order, not by rank), so that the cost is bounded when the
-        word counts the caller went by were estimates that fell short.
-        """
-        if not words:
-            return []
-        allowed = f" AND rowid IN ({within.sql})" if within else ""
-        params = (_any_of(words), user, *(within.params if within else ()))
-        if max_rows is None:
-            rows = self.query(
+    def _ranked_sql(self, fts: str, allowed: str, *, bounded: bool) -> str:
+        if not bounded:
+            return (
                 f"SELECT rowid, ts_rank_cd(tsv, q) AS rank FROM {fts}, to_tsquery('english', ?) AS q"
-                f" WHERE tsv @@ q AND user_id = ?{allowed} ORDER BY rank DESC, rowid LIMIT ?",
-                (*params, k),
+                f" WHERE tsv @@ q AND user_id = ?{allowed} ORDER BY rank DESC, rowid LIMIT ?"
             )
-        else:
-            rows = self.query(
-                f"SELECT rowid, ts_rank_cd(tsv, q) AS rank FROM (SELECT rowid, tsv, q FROM {fts}, to_tsquery('english', ?) AS q"
-                f" WHERE tsv @@ q AND user_id = ?{allowed} LIMIT ?) AS matched ORDER BY rank DESC, rowid LIMIT ?",
-                (*params, max_rows, k),
-            )
-        return [(int(r["rowid"]), float(r["rank"])) for r in rows]
+        # The first max_rows matching rows found (in the table's order, not by rank) are ranked.
+        return (
+            f"SELECT rowid, ts_rank_cd(tsv, q) AS rank FROM (SELECT rowid, tsv, q FROM {fts}, to_tsquery('english', ?) AS q"
+            f" WHERE tsv @@ q AND user_id = ?{allowed} LIMIT ?) AS matched ORDER BY rank DESC, rowid LIMIT ?"
+        )
+
+    def _score(self, rank: float) -> float:
+        return rank  # ts_rank_cd is higher-is-better
 
     def doc_freq(self, fts: str, words: list[str], *, at_most: int | None = None) -> dict[str, int]:
         """How many indexed rows contain each word, counted through the GIN index.

@@ -36,6 +36,7 @@ from pathlib import Path
 from nemori_cli.config import is_store_url
 from nemori_cli.errors import ImportRefused, InputError, StoreError
 from nemori_cli.store import export
+from nemori_cli.store.contract import Store
 from nemori_cli.store.migrations import MIGRATIONS
 from nemori_cli.store.readonly import ReadOnlySqliteStore
 from nemori_cli.store.sqlite import SqliteStore
@@ -62,6 +63,7 @@ def restore(source: Path, target: Path | str) -> Restored:
     """Restore the export at ``source`` into ``target`` (absent, empty, or a nemori file without memory; or a PostgreSQL store's URL)."""
     if is_store_url(str(target)):
         return _restore_to_server(source, str(target))
+    target = Path(target)
     existing = _existing(target)
     reader = _Reader(source)
     header = reader.header()
@@ -133,7 +135,7 @@ def _existing(target: Path) -> bool:
     return True
 
 
-def _refuse_occupied(db: SqliteStore, target: Path) -> None:
+def _refuse_occupied(db: Store, target: Path | str) -> None:
     """Anyone's rows refuse the target: the export's ids would collide with theirs."""
     if db.engine == "sqlite":
         names = {r["name"] for r in db.query("SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE 'CREATE VIRTUAL%'")}
@@ -150,7 +152,7 @@ def _refuse_occupied(db: SqliteStore, target: Path) -> None:
         )
 
 
-def _check_meta(db: SqliteStore, header: Header, target: Path) -> None:
+def _check_meta(db: Store, header: Header, target: Path | str) -> None:
     """An empty database may already be bound to an embedder or a method; the export must agree with it."""
     for key, value in header.meta.items():
         have = db.get_meta(key)
@@ -267,7 +269,7 @@ def _decode(value):
 class _Inserter:
     """Inserts export records into one database, checking each against its schema."""
 
-    def __init__(self, db: SqliteStore, user: str):
+    def __init__(self, db: Store, user: str):
         self.db, self.user = db, user
         self.tables = {t.name: t for t in export.tables(db)}
         self.lines: dict[tuple[str, int], int] = {}  # (table, rowid) -> line, to name the line a dangling reference came from
@@ -325,12 +327,13 @@ class _Inserter:
         return None
 
 
-def _prepare(db: SqliteStore, header: Header, target: Path) -> None:
+def _prepare(db: Store, header: Header, target: Path | str) -> None:
     """The file-wide settings the export carries: its embedder (which makes the vector tables) and the method it was built with."""
     _check_meta(db, header, target)
     embedder = header.meta.get("embedder")
-    if embedder is not None:
-        db.bind_embedder(embedder, _dimensions(embedder))
+    dimensions = _dimensions(embedder) if embedder is not None else None
+    if embedder is not None and dimensions is not None:  # the header's reader refused an embedder without dimensions
+        db.bind_embedder(embedder, dimensions)
     for key, value in header.meta.items():
         if key != "embedder":
             db.set_meta(key, value)
@@ -359,6 +362,8 @@ def _build(scratch: Path, header: Header, reader: _Reader) -> dict[str, int]:
 
 def _check_counts(reader: _Reader, counts: dict[str, int]) -> None:
     """The closing line's counts: a file cut between two lines, or lines removed, shows here."""
+    if reader.end is None:  # rows() returns only once it has read the closing line
+        raise InputError(f"{reader.path}: no closing line; nothing was imported")
     number, end = reader.end
     said = end.get("rows")
     if not isinstance(said, dict):

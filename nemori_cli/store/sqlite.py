@@ -53,6 +53,7 @@ class SqliteStore(StoreBase):
     """One connection to one nemori file. Use ``transaction()`` for each unit of work, ``snapshot()`` for a read of several statements."""
 
     engine = "sqlite"
+    one_write_lock = True  # one write lock per file, whoever's unit of work it is
     path: Path
     conn: apsw.Connection  # rows come back as dicts (row_trace), as the contract's Connection says
     _reading = False  # inside snapshot(): a write there would fail midway, so transaction() refuses it
@@ -382,31 +383,21 @@ class SqliteStore(StoreBase):
         # vec0's cosine metric reports a distance (1 - cosine); report similarity.
         return [(int(r["rowid"]), 1.0 - float(r["distance"])) for r in rows]
 
-    def text_search(
-        self, fts: str, user: str, words: list[str], k: int, within=None, max_rows: int | None = None
-    ) -> list[tuple[int, float]]:
-        """(row id, BM25 score where higher is better) of rows holding any of ``words``, best first.
+    # Full text through FTS5, ranked by BM25.
+    def _match_text(self, words: list[str]) -> str:
+        return _any_of(words)
 
-        ``max_rows``: score only the first that many matching rows (FTS5 walks
-        them in rowid order), so that the cost is bounded whatever the counts
-        the caller chose the words by.
-        """
-        if not words:
-            return []
-        allowed = f" AND rowid IN ({within.sql})" if within else ""
-        params = (_any_of(words), user, *(within.params if within else ()))
-        if max_rows is None:
-            rows = self.query(
-                f"SELECT rowid, bm25({fts}) AS rank FROM {fts} WHERE {fts} MATCH ? AND user_id = ?{allowed} ORDER BY rank LIMIT ?",
-                (*params, k),
-            )
-        else:
-            rows = self.query(
-                f"SELECT rowid, rank FROM (SELECT rowid, bm25({fts}) AS rank FROM {fts}"
-                f" WHERE {fts} MATCH ? AND user_id = ?{allowed} LIMIT ?) ORDER BY rank, rowid LIMIT ?",
-                (*params, max_rows, k),
-            )
-        return [(int(r["rowid"]), -float(r["rank"])) for r in rows]
+    def _ranked_sql(self, fts: str, allowed: str, *, bounded: bool) -> str:
+        if not bounded:
+            return f"SELECT rowid, bm25({fts}) AS rank FROM {fts} WHERE {fts} MATCH ? AND user_id = ?{allowed} ORDER BY rank LIMIT ?"
+        # FTS5 walks the matching rows in rowid order: the first max_rows of them are scored.
+        return (
+            f"SELECT rowid, rank FROM (SELECT rowid, bm25({fts}) AS rank FROM {fts}"
+            f" WHERE {fts} MATCH ? AND user_id = ?{allowed} LIMIT ?) ORDER BY rank, rowid LIMIT ?"
+        )
+
+    def _score(self, rank: float) -> float:
+        return -rank  # SQLite's BM25 is lower-is-better
 
     def doc_freq(self, fts: str, words: list[str], *, at_most: int | None = None) -> dict[str, int]:
         """How many indexed rows hold each word, from the fts5vocab table beside the index.

@@ -121,13 +121,14 @@ def chunk_distances(chunks: list[dict], packed: np.ndarray) -> tuple[np.ndarray,
         ids = np.frombuffer(b"".join(c["rowids"] for c in chunks), dtype=np.int64).reshape(n, -1)[:, :size].ravel()
         codes = np.frombuffer(b"".join(c["vectors"] for c in chunks), dtype=np.uint8).reshape(n * size, -1)
         return ids[valid], _hamming(codes, packed)[valid]
-    ids, distances = [], []
+    id_parts: list[np.ndarray] = []
+    distance_parts: list[np.ndarray] = []
     for c in chunks:
         size = int(c["size"])
         valid = np.unpackbits(np.frombuffer(c["validity"], dtype=np.uint8), bitorder="little")[:size].astype(bool)
-        ids.append(np.frombuffer(c["rowids"], dtype=np.int64)[:size][valid])
-        distances.append(_hamming(np.frombuffer(c["vectors"], dtype=np.uint8).reshape(size, -1)[valid], packed))
-    return np.concatenate(ids), np.concatenate(distances)
+        id_parts.append(np.frombuffer(c["rowids"], dtype=np.int64)[:size][valid])
+        distance_parts.append(_hamming(np.frombuffer(c["vectors"], dtype=np.uint8).reshape(size, -1)[valid], packed))
+    return np.concatenate(id_parts), np.concatenate(distance_parts)
 
 
 def _hamming(codes: np.ndarray, packed: np.ndarray) -> np.ndarray:

@@ -9,7 +9,7 @@ docs/bench/perf-after-small/report.json (the `nemori` system's costs; the run
 before the snapshots took 380.8 s, docs/PERFORMANCE.md).
 
 The characters are those of the messages' content as
-`pipeline.readers.read_locomo` reads them (speaker names and timestamps not
+`importers.locomo.read_locomo` reads them (speaker names and timestamps not
 counted), the same measure the dry run and `rates.from_database` use.
 """
 

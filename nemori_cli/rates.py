@@ -14,8 +14,13 @@ import os
 import tempfile
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from nemori_cli import measured, stages
+
+if TYPE_CHECKING:
+    from nemori_cli.config import LLMPreset
+    from nemori_cli.store.contract import Store
 
 RATES_FILE = "rates.json"
 
@@ -75,7 +80,7 @@ GENERIC = Rates(**{**asdict(BUILTIN["base"]), "source": "generic default"})
 _OUTPUT_SLOWDOWN = _SMALL.prompt_tps / _SMALL.output_tps
 
 
-def model_id(preset) -> str:
+def model_id(preset: LLMPreset) -> str:
     """The id a preset's backend logs its calls under, without loading it.
 
     Mirrors the backends (llm/llamacpp.py: the preset name; llm/openai_compat.py:
@@ -93,7 +98,7 @@ def _default_cache_dir() -> Path:
     return Settings.from_env().cache_dir
 
 
-def _read_all(path: Path) -> dict:
+def _read_all(path: Path) -> dict[str, Any]:
     """The saved rates by model id; an unreadable file counts as none saved (it is only a cache)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -139,7 +144,7 @@ def load(model_id: str, cache_dir: Path | None = None) -> Rates | None:
 
 
 # -- rates from a database's own history ----------------------------------------
-def from_database(db, user: str, model_id: str) -> Rates | None:
+def from_database(db: Store, user: str, model_id: str) -> Rates | None:
     """Rates from the calls this model made while ingesting this user's messages; None without history.
 
     Calls are logged per stage, not per message, so they are set against all
@@ -172,7 +177,7 @@ def from_database(db, user: str, model_id: str) -> Rates | None:
     )
 
 
-def best(db, user: str, model_id: str, preset_name: str | None = None, cache_dir: Path | None = None) -> Rates:
+def best(db: Store | None, user: str, model_id: str, preset_name: str | None = None, cache_dir: Path | None = None) -> Rates:
     """This database's history, else `nemori doctor`'s speeds on built-in token counts, else built-in, else generic."""
     if db is not None:
         found = from_database(db, user, model_id)

@@ -79,7 +79,7 @@ def main() -> None:
     args = parser.parse_args()
     config = json.loads((args.folder / "config.json").read_text())
     sessions = config["scope_key"].get("sessions")
-    from nemori_cli.importers.native import parse_session_range
+    from nemori_cli.importers.locomo import parse_session_range
 
     units = locomo.units(DATA / config["data"]["file"], [], parse_session_range(sessions), None, adversarial=False)
     settings = Settings.from_env(model=config["model"]["name"])

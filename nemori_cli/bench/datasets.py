@@ -1,6 +1,6 @@
 """Benchmark questions: LoCoMo QA items scoped to ingested sessions, and LongMemEval records.
 
-Conversations themselves are read by importers/native.py (LoCoMo) or here
+Conversations themselves are read by importers/locomo.py (LoCoMo) or here
 (LongMemEval, whose sessions come with their own dates); this module adds
 the questions and what they are scored against.
 """
@@ -15,8 +15,8 @@ from datetime import datetime, timedelta
 
 from nemori_cli.domain import IncomingMessage
 from nemori_cli.errors import InputError
+from nemori_cli.importers.locomo import load_locomo_samples
 from nemori_cli.importers.longmemeval import parse_date
-from nemori_cli.importers.native import load_locomo_samples
 
 # Evidence ids are "D<session>:<turn>"; a few in the official file are
 # malformed ("D8:6; D9:17" in one string), so ids are found, not split.

@@ -9,7 +9,7 @@ from nemori_cli.bench.datasets import locomo_questions
 from nemori_cli.bench.judge import judge_locomo
 from nemori_cli.bench.run import Judge, Question, Unit
 from nemori_cli.bench.systems import Reply
-from nemori_cli.importers.native import in_sessions, load_locomo_samples, read_locomo
+from nemori_cli.importers.locomo import in_sessions, load_locomo_samples, read_locomo
 from nemori_cli.llm.base import StructuredLLM
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}

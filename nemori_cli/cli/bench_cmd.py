@@ -214,15 +214,36 @@ def _interrupted(out: Path):
     return typer.Exit(130)
 
 
-def _run(benchmark, out, shared, judge, chosen, config, units, scorer, progress, json_out, stores=None):
+def _run(
+    benchmark: str,
+    module,
+    settings,
+    file: Path,
+    units,
+    scope: str,
+    scope_key: dict,
+    systems: str,
+    judge_model: str | None,
+    out: Path | None,
+    db: str | None,
+    answer_model: str | None,
+    progress: bool | None,
+    json_out: bool,
+) -> None:
+    """What `bench locomo` and `bench longmemeval` do once their questions are chosen: ``module`` (bench/locomo.py or
+    bench/longmemeval.py) judges and scores; the models, systems and folder are checked, then the run, then its report."""
     from nemori_cli.bench.results import ResultLog
     from nemori_cli.bench.run import BenchRunner
-    from nemori_cli.cli.progress import BenchBar
+    from nemori_cli.cli.progress import BenchBar, wanted
 
+    out = out or _default_out(benchmark, settings)
+    stores = _stores(db, out)
+    shared, judge_llm, chosen, config = _setup(settings, judge_model, file, benchmark, systems, scope, scope_key, out, answer_model, stores)
+    judge = module.judge_with(judge_llm, config["judge"]["name"]) if judge_llm else None
     log = ResultLog(out, config, identity_keys=IDENTITY)
-    bar = BenchBar(progress)
+    bar = BenchBar(wanted(progress))
     try:
-        BenchRunner(benchmark, log, shared, chosen, scorer, judge, bar, stores).run(units)
+        BenchRunner(benchmark, log, shared, chosen, module.score, judge, bar, stores).run(units)
     except KeyboardInterrupt:
         bar.close()
         raise _interrupted(out) from None
@@ -266,8 +287,7 @@ def locomo_cmd(
 ) -> None:
     """LoCoMo: per sample and system, a fresh memory of the chosen sessions, then the questions about them."""
     from nemori_cli.bench import locomo
-    from nemori_cli.cli.progress import wanted
-    from nemori_cli.importers.native import parse_session_range
+    from nemori_cli.importers.locomo import parse_session_range
 
     settings = opt.settings(None, None, model, embedder)
     session_range = parse_session_range(sessions)
@@ -275,13 +295,8 @@ def locomo_cmd(
     scope = f"samples {', '.join(u.key for u in units or [])}; sessions {sessions or 'all'}; " + (
         "category 5 included" if adversarial else "category 5 excluded"
     )
-    out = out or _default_out("locomo", settings)
-    stores = _stores(db, out)
-    shared, judge_llm, chosen, config = _setup(
-        settings, judge_model, file, "locomo", systems, scope, {"sessions": sessions, "adversarial": adversarial}, out, answer_model, stores
-    )
-    judge = locomo.judge_with(judge_llm, config["judge"]["name"]) if judge_llm else None
-    _run("locomo", out, shared, judge, chosen, config, units, locomo.score, wanted(progress), json_out, stores)
+    scope_key = {"sessions": sessions, "adversarial": adversarial}
+    _run("locomo", locomo, settings, file, units, scope, scope_key, systems, judge_model, out, db, answer_model, progress, json_out)
 
 
 @bench_app.command("longmemeval")
@@ -304,16 +319,11 @@ def longmemeval_cmd(
 ) -> None:
     """LongMemEval: one isolated memory per question, its sessions in order, the question's date given."""
     from nemori_cli.bench import longmemeval
-    from nemori_cli.cli.progress import wanted
 
     settings = opt.settings(None, None, model, embedder)
     units = longmemeval.units(file, questions, per_type) if file.is_file() else None
     scope = f"{len(units or [])} questions" + (f" (at most {per_type} per type)" if per_type else "") + ", one memory each"
-    out = out or _default_out("longmemeval", settings)
-    stores = _stores(db, out)
-    shared, judge_llm, chosen, config = _setup(settings, judge_model, file, "longmemeval", systems, scope, {}, out, answer_model, stores)
-    judge = longmemeval.judge_with(judge_llm, config["judge"]["name"]) if judge_llm else None
-    _run("longmemeval", out, shared, judge, chosen, config, units, longmemeval.score, wanted(progress), json_out, stores)
+    _run("longmemeval", longmemeval, settings, file, units, scope, {}, systems, judge_model, out, db, answer_model, progress, json_out)
 
 
 def _folder(folder: Path):

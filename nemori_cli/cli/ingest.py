@@ -168,13 +168,13 @@ def _read(
 ):
     """The input read whole and checked (an ``importers.collect.Imported``), before anything is written; the flags checked first, by their names."""
     from nemori_cli.api import read_export
-    from nemori_cli.importers import native as readers
+    from nemori_cli.importers.jsonl import parse_timestamp
     from nemori_cli.importers.selection import choose
 
     default_timestamp = None
     if default_ts:
         try:
-            default_timestamp = readers.parse_timestamp(default_ts)
+            default_timestamp = parse_timestamp(default_ts)
         except ValueError:
             raise ConfigError(f"--default-timestamp {default_ts!r} is not ISO 8601 (e.g. 2023-05-08T13:56:00)") from None
     selection = choose(tuple(conversations or ()), since, until, names=("--since", "--until"))

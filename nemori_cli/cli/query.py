@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass, fields, replace
 from enum import Enum
-from typing import Annotated
+from typing import Annotated, Any, cast, get_type_hints
 
 import typer
 
@@ -95,37 +99,70 @@ AnswerModel = Annotated[
 ]
 
 
-def search_options(
-    profile: Profile, *, k, facts, raw, messages, budget, context, mode: SearchMode, notes: int, linked: int, turns=None, as_of=None
-):
-    """The profile's settings, with the options given on the command line instead of its own (``as_of``: a datetime)."""
-    from dataclasses import replace
-
-    from nemori_cli.retrieval.search import PROFILES
-
-    given = {"k": k, "facts": facts, "raw_for_top": raw, "messages": messages, "budget": budget, "turns": turns}
-    chosen = {name: value for name, value in given.items() if value is not None}
-    if context is not None:
-        chosen["context"] = context.value
-        if context is Context.messages:
-            chosen["layout"] = "grouped"  # raw blocks per episode: the paper's P variant
-    return replace(PROFILES[profile.value], mode=mode.value, notes=notes, linked=linked, as_of=as_of, **chosen)
+# `search` and `ask` take the same retrieval options. Typer reads a command's options from its signature, so rather than
+# repeat a dozen parameters in both and pass them on one by one, they are declared once, as RetrievalArgs' fields, and
+# @retrieval_options puts them in each command's signature where its `retrieval` parameter stands, then hands the
+# command what was given as one RetrievalArgs.
 
 
+@dataclass(frozen=True)
+class RetrievalArgs:
+    """The retrieval options as given on the command line (the default profile is the command's own)."""
+
+    profile: ProfileOpt
+    k: K = None
+    facts: Facts = None
+    raw: Raw = None
+    messages: Messages = None
+    turns: Turns = None
+    budget: Budget = None
+    notes: Notes = 10
+    linked: Linked = 10
+    mode: Mode = SearchMode.hybrid
+    context: ContextOpt = None
+    as_of: opt.AsOf = None
+
+    def options(self):
+        """The profile's settings, with the options given instead of its own; its ``as_of`` is --as-of read as a datetime."""
+        moment = opt.as_of(self.as_of)  # a bad date is refused before anything loads
+        from nemori_cli.retrieval.search import PROFILES
+
+        given = dict(k=self.k, facts=self.facts, raw_for_top=self.raw, messages=self.messages, budget=self.budget, turns=self.turns)
+        chosen = {name: value for name, value in given.items() if value is not None}
+        if self.context is not None:
+            chosen["context"] = self.context.value
+            if self.context is Context.messages:
+                chosen["layout"] = "grouped"  # raw blocks per episode: the paper's P variant
+        return replace(PROFILES[self.profile.value], mode=self.mode.value, notes=self.notes, linked=self.linked, as_of=moment, **chosen)
+
+
+def retrieval_options(profile: Profile) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Declare RetrievalArgs' options on a command, ``profile`` the default profile, and hand it them as ``retrieval``."""
+    hints = get_type_hints(RetrievalArgs, include_extras=True)
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    shared = [
+        inspect.Parameter(f.name, kind, annotation=hints[f.name], default=profile if f.name == "profile" else f.default)
+        for f in fields(RetrievalArgs)
+    ]
+
+    def declare(command: Callable[..., None]) -> Callable[..., None]:
+        @functools.wraps(command)
+        def run(**given) -> None:  # typer passes every parameter by name
+            command(retrieval=RetrievalArgs(**{p.name: given.pop(p.name) for p in shared}), **given)
+
+        own = inspect.signature(command, eval_str=True).parameters.values()
+        cast(Any, run).__signature__ = inspect.Signature(  # cast: mypy knows no __signature__ on a function
+            [q for p in own for q in (shared if p.name == "retrieval" else [p])]
+        )
+        return run
+
+    return declare
+
+
+@retrieval_options(Profile.budget)
 def search_cmd(
     query: Annotated[str, typer.Argument(help="What to look for, or - for stdin.", show_default=False)],
-    profile: ProfileOpt = Profile.budget,
-    k: K = None,
-    facts: Facts = None,
-    raw: Raw = None,
-    messages: Messages = None,
-    turns: Turns = None,
-    budget: Budget = None,
-    notes: Notes = 10,
-    linked: Linked = 10,
-    mode: Mode = SearchMode.hybrid,
-    context: ContextOpt = None,
-    as_of: opt.AsOf = None,
+    retrieval: RetrievalArgs,
     db_path: opt.Db = None,
     user: opt.User = None,
     embedder: opt.EmbedderName = None,
@@ -135,21 +172,8 @@ def search_cmd(
     from nemori_cli.api import Memory
 
     text = _text_arg(query, "query")
-    moment = opt.as_of(as_of)  # a bad date is refused before anything loads
-    options = search_options(
-        profile,
-        k=k,
-        facts=facts,
-        raw=raw,
-        messages=messages,
-        budget=budget,
-        context=context,
-        mode=mode,
-        notes=notes,
-        linked=linked,
-        turns=turns,
-        as_of=moment,
-    )
+    options = retrieval.options()
+    moment = options.as_of
     with Memory.from_settings(opt.settings(db_path, user, None, embedder)) as memory:
         found = memory.retrieve(text, options=options)
     hits, ms = found.hits, found.ms
@@ -187,20 +211,10 @@ def search_cmd(
     out.print(f"[dim]{len(hits)} hits in {ms:.1f} ms{_as_of_note(moment)}[/dim]")
 
 
+@retrieval_options(Profile.core)
 def ask_cmd(
     question: Annotated[str, typer.Argument(help="The question, or - for stdin.", show_default=False)],
-    profile: ProfileOpt = Profile.core,
-    k: K = None,
-    facts: Facts = None,
-    raw: Raw = None,
-    messages: Messages = None,
-    turns: Turns = None,
-    budget: Budget = None,
-    notes: Notes = 10,
-    linked: Linked = 10,
-    mode: Mode = SearchMode.hybrid,
-    context: ContextOpt = None,
-    as_of: opt.AsOf = None,
+    retrieval: RetrievalArgs,
     today: Annotated[
         str, typer.Option(help="Date to treat as today for questions like 'how long ago' (default: the --as-of date, else none).")
     ] = "",
@@ -215,21 +229,8 @@ def ask_cmd(
     from nemori_cli.api import Memory
 
     text = _text_arg(question, "question")
-    moment = opt.as_of(as_of)  # a bad date is refused before any model loads
-    options = search_options(
-        profile,
-        k=k,
-        facts=facts,
-        raw=raw,
-        messages=messages,
-        budget=budget,
-        context=context,
-        mode=mode,
-        notes=notes,
-        linked=linked,
-        turns=turns,
-        as_of=moment,
-    )
+    options = retrieval.options()
+    moment = options.as_of
     settings = opt.settings(db_path, user, model, embedder)
     settings.answer_model = answer_model or settings.answer_model
     with Memory.from_settings(settings) as memory:

@@ -31,7 +31,7 @@ class Serialized:
     The runner wraps its embedder in one, so that `ingest --workers N` can cut
     windows by similarity on one thread while the writer embeds on another.
     ``remembering()`` keeps, for the calling thread, the vectors already made
-    (a unit of work run again after a replay, llm/inflight.Replay, embeds the
+    (a unit of work run again after a replay, llm/inflight.ReplayBackend, embeds the
     same texts again).
     """
 

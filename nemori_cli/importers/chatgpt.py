@@ -32,7 +32,7 @@ from nemori_cli.domain import IncomingMessage
 from nemori_cli.errors import InputError
 from nemori_cli.importers.collect import Collector, Imported
 from nemori_cli.importers.common import from_epoch, kind, quote
-from nemori_cli.importers.jsonstream import JsonStream
+from nemori_cli.importers.conversations import read_conversations
 from nemori_cli.importers.selection import Selection
 
 FORMAT = "chatgpt"
@@ -52,11 +52,9 @@ _TEXT_TYPES = ("code", "execution_output", "tether_quote", "computer_output", "s
 
 
 def read(stream: typing.BinaryIO, source: str, selection: Selection = Selection()) -> Imported:
-    out = Collector(source, FORMAT, "ChatGPT", selection, NAMESPACE)
-    json = JsonStream(stream, source, EXPECTED)
-    for index, conversation in json.items("conversation"):
-        _conversation(out, conversation, f"{source}: conversation {index}")
-    return out.result()
+    return read_conversations(
+        stream, source, selection, fmt=FORMAT, label="ChatGPT", namespace=NAMESPACE, expected=EXPECTED, conversation=_conversation
+    )
 
 
 def _conversation(out: Collector, conv: object, where: str) -> None:

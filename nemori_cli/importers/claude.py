@@ -26,7 +26,7 @@ from nemori_cli.domain import IncomingMessage
 from nemori_cli.errors import InputError
 from nemori_cli.importers.collect import Collector, Imported
 from nemori_cli.importers.common import kind, parse_iso, quote
-from nemori_cli.importers.jsonstream import JsonStream
+from nemori_cli.importers.conversations import read_conversations
 from nemori_cli.importers.selection import Selection
 
 FORMAT = "claude"
@@ -37,11 +37,9 @@ _TOOL_BLOCKS = ("tool_use", "tool_result", "server_tool_use", "web_search_tool_r
 
 
 def read(stream: typing.BinaryIO, source: str, selection: Selection = Selection()) -> Imported:
-    out = Collector(source, FORMAT, "Claude", selection, NAMESPACE)
-    json = JsonStream(stream, source, EXPECTED)
-    for index, conversation in json.items("conversation"):
-        _conversation(out, conversation, f"{source}: conversation {index}")
-    return out.result()
+    return read_conversations(
+        stream, source, selection, fmt=FORMAT, label="Claude", namespace=NAMESPACE, expected=EXPECTED, conversation=_conversation
+    )
 
 
 def _conversation(out: Collector, conv: object, where: str) -> None:

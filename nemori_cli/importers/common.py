@@ -6,6 +6,7 @@ reads its times the same way.
 
 from __future__ import annotations
 
+import json
 import math
 from datetime import UTC, datetime
 from typing import SupportsFloat, SupportsIndex
@@ -62,6 +63,18 @@ def decode(raw: bytes, source_name: str, first_line: int = 1) -> str:
         raise InputError(
             f"{source_name}:{line}: not UTF-8 text (byte 0x{raw[e.start]:02x} at column {column}); expected UTF-8 encoded input"
         ) from None
+
+
+def loads(text: str) -> object:
+    """json.loads, with what it raises besides JSONDecodeError made into a ValueError with a short reason."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    except ValueError:  # e.g. an integer of more than 4300 digits
+        raise ValueError("a number too long to read") from None
 
 
 def from_epoch(value: object) -> datetime:

@@ -1,6 +1,6 @@
 """One entry point for every input format: the CLI names a format (or auto) and gets an ``Imported``.
 
-nemori's JSONL and LoCoMo readers (native.py) predate the selection and
+nemori's JSONL and LoCoMo readers (jsonl.py, locomo.py) predate the selection and
 return plain lists; here they get it applied afterwards, so --since and
 --until mean the same for every format. For JSONL, --conversation picks
 messages by their ``session``. LoCoMo keeps its own --sample and --sessions.
@@ -13,7 +13,7 @@ from collections import Counter
 from datetime import datetime
 
 from nemori_cli.errors import ConfigError, InputError
-from nemori_cli.importers import chatgpt, claude, detect, longmemeval, native, openai_messages, telegram, whatsapp
+from nemori_cli.importers import chatgpt, claude, detect, jsonl, locomo, longmemeval, openai_messages, telegram, whatsapp
 from nemori_cli.importers.collect import OUT_OF_DATES, Imported
 from nemori_cli.importers.common import quote
 from nemori_cli.importers.peek import peek
@@ -48,12 +48,12 @@ def read(
     if fmt == "locomo":
         if selection.conversations:
             raise ConfigError("--conversation does not apply to LoCoMo files: choose a sample with --sample")
-        messages = native.read_locomo(stream, source, sample_id=sample)
-        span = native.parse_session_range(sessions)
-        messages = native.in_sessions(messages, span, source) if span else messages
+        messages = locomo.read_locomo(stream, source, sample_id=sample)
+        span = locomo.parse_session_range(sessions)
+        messages = locomo.in_sessions(messages, span, source) if span else messages
         return _selected(messages, f"locomo:{sample or ''}:", fmt, selection, source)
     if fmt == "jsonl":
-        messages = native.read_jsonl(stream, source, default_timestamp=default_timestamp)
+        messages = jsonl.read_jsonl(stream, source, default_timestamp=default_timestamp)
         return _selected(messages, "", fmt, selection, source)
     if fmt == "openai":
         return openai_messages.read(stream, source, selection, default_timestamp=default_timestamp)
@@ -61,7 +61,7 @@ def read(
 
 
 def _selected(messages: list, namespace: str, fmt: str, selection: Selection, source: str) -> Imported:
-    """The native readers' messages with --conversation (their session) and --since/--until applied."""
+    """The JSONL and LoCoMo readers' messages with --conversation (their session) and --since/--until applied."""
     if selection.conversations:
         sessions = list(dict.fromkeys(m.session for m in messages if m.session is not None))
         missing = [w for w in selection.conversations if w not in sessions]

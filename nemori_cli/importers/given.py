@@ -27,7 +27,7 @@ def read_messages(messages: Iterable[Mapping[str, Any] | IncomingMessage], sourc
     one set of error messages ("<messages>:3: no 'timestamp' ..."), instead of
     a second validator that would drift from the first.
     """
-    from nemori_cli.importers.native import read_jsonl
+    from nemori_cli.importers.jsonl import read_jsonl
 
     if isinstance(messages, (str, bytes, Mapping)):
         raise InputError(f"{source}: expected a list of messages, not a single {type(messages).__name__}")
@@ -76,7 +76,7 @@ def read_export(
     errors name its flags).
     """
     from nemori_cli.importers import formats
-    from nemori_cli.importers import native as readers
+    from nemori_cli.importers.jsonl import parse_timestamp
 
     name = shown_name(str(source))
     if format not in formats.NAMES:
@@ -84,7 +84,7 @@ def read_export(
     stamp = default_timestamp if isinstance(default_timestamp, datetime) else None
     if isinstance(default_timestamp, str) and default_timestamp:
         try:
-            stamp = readers.parse_timestamp(default_timestamp)
+            stamp = parse_timestamp(default_timestamp)
         except ValueError:
             raise ConfigError(f"default timestamp {default_timestamp!r} is not ISO 8601 (e.g. 2023-05-08T13:56:00)") from None
     if selection is None:

@@ -1,7 +1,7 @@
 """Look at the first bytes of an input without losing them, so stdin can be detected and then read.
 
 A file is simply rewound. A pipe cannot be, so what was read is replayed in
-front of the rest by ``Replay``, a raw stream the readers see as any other.
+front of the rest by ``PeekedStream``, a raw stream the readers see as any other.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import typing
 BOM = b"\xef\xbb\xbf"
 
 
-class Replay(io.RawIOBase):
+class PeekedStream(io.RawIOBase):
     """``head`` first, then the rest of ``rest``: a pipe's peeked bytes put back."""
 
     def __init__(self, head: bytes, rest: typing.BinaryIO):
@@ -51,7 +51,7 @@ def peek(stream: typing.BinaryIO, limit: int) -> tuple[bytes, typing.BinaryIO]:
     if stream.seekable():
         stream.seek(-len(head), io.SEEK_CUR)
         return head, stream
-    return head, io.BufferedReader(Replay(head, stream))
+    return head, io.BufferedReader(PeekedStream(head, stream))
 
 
 def without_bom(stream: typing.BinaryIO) -> typing.BinaryIO:

@@ -47,7 +47,7 @@ class RawCompletion:
     prompt_tokens: int
     completion_tokens: int
     # Milliseconds the request took when it was asked earlier and this is its answer handed on
-    # (llm/inflight.Replay); None: it was asked just now, and the call's own clock counts it.
+    # (llm/inflight.ReplayBackend); None: it was asked just now, and the call's own clock counts it.
     ms: float | None = None
 
 

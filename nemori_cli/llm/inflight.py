@@ -1,6 +1,6 @@
 """At most N requests in flight to one endpoint, shared by every thread of a run (`ingest --workers N`).
 
-``Slots(n)`` is the count; ``SlotBackend(backend, slots, urgent=...)`` is a
+``RequestSlots(n)`` is the count; ``SlotBackend(backend, slots, urgent=...)`` is a
 backend whose every ``chat`` holds one slot while it waits for its answer. The
 runner's writer thread asks *urgent*: its calls (integration, prediction,
 distillation, consolidation) are the chain every later episode waits on, so
@@ -12,9 +12,9 @@ A SlotBackend's ``chat_many`` sends its requests at once, each holding a
 slot of its own: a thread's independent questions (the consolidation of one
 fact against several) wait for one answer's time, not for each in turn.
 
-``Replay`` keeps the write lock free while the model thinks. A unit of work
+``ReplayBackend`` keeps the write lock free while the model thinks. A unit of work
 (one episode: its integration, facts and consolidation, one transaction)
-asks the model between its reads and writes. Run with a Replay backend, a
+asks the model between its reads and writes. Run with a ReplayBackend, a
 request it has no answer to yet raises ``NeedAnswer``: the unit is rolled
 back, the request is asked with no lock held (``fetch``), and the unit runs
 again, this time getting that answer at once, until it runs through and
@@ -37,7 +37,7 @@ from nemori_cli.errors import LLMOutputError, ModelError
 from nemori_cli.llm.base import ChatBackend, ChatMessages, ChatRequest, RawCompletion
 
 
-class Slots:
+class RequestSlots:
     """A count of requests in flight, at most ``limit``; ``most`` is the highest it reached (for tests and benchmarks)."""
 
     def __init__(self, limit: int):
@@ -76,7 +76,7 @@ class SlotBackend:
     parallel = 1  # not a batched decoder: the runner's window-at-once narration is not for it
     exact_many = True  # chat_many's answers are the ones chat gives alone (llm/base.StructuredLLM.complete_together)
 
-    def __init__(self, backend: ChatBackend, slots: Slots, *, urgent: bool = False):
+    def __init__(self, backend: ChatBackend, slots: RequestSlots, *, urgent: bool = False):
         self.inner, self.slots, self.urgent = backend, slots, urgent
         self.model_id = backend.model_id
 
@@ -105,7 +105,7 @@ class SlotBackend:
 
 
 class NeedAnswer(BaseException):
-    """A request a Replay backend has no answer to yet; raised through the unit of work, which is rolled back.
+    """A request a ReplayBackend has no answer to yet; raised through the unit of work, which is rolled back.
 
     A BaseException, as KeyboardInterrupt is: no stage's ``except Exception``
     may take it for a model's failure.
@@ -116,7 +116,7 @@ class NeedAnswer(BaseException):
         self.key, self.messages, self.schema, self.max_tokens, self.temperature = key, messages, schema, max_tokens, temperature
 
 
-class Replay:
+class ReplayBackend:
     """Answers the requests already asked (``fetch``) and raises NeedAnswer for any other; ``clear`` once the unit commits."""
 
     parallel = 1

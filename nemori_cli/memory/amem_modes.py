@@ -14,7 +14,7 @@ from nemori_cli.domain import Backlog, Message, to_epoch
 from nemori_cli.errors import ConfigError
 from nemori_cli.memory import amem, semantic
 from nemori_cli.memory.amem import NotePlan, NoteSource
-from nemori_cli.memory.mode import Made, MemoryMode, NewEpisode, Tools, Worker
+from nemori_cli.memory.mode import MemoryAdded, MemoryMode, NewEpisode, Worker, WorkerInputs
 from nemori_cli.store import messages as message_sql
 from nemori_cli.store import notes as note_sql
 from nemori_cli.store.contract import Store
@@ -26,24 +26,24 @@ _NOTE_STAGES = (amem.CONSTRUCTION.name, amem.LINKING.name)
 
 
 class _MessageNotes(Worker):
-    def __init__(self, tools: Tools):
-        self.tools = tools
-        self.notes = amem.Amem(tools.llm, tools.embedder, tools.notes)
+    def __init__(self, inputs: WorkerInputs):
+        self.inputs = inputs
+        self.notes = amem.Amem(inputs.llm, inputs.embedder, inputs.notes)
 
     def plan_message(self, message: Message) -> NotePlan:
         source = NoteSource(
             amem.message_content(message.speaker, message.content, message.timestamp), message.timestamp, message_id=message.id
         )
-        return self.notes.plan(self.tools.db, self.tools.user, source)  # both model calls
+        return self.notes.plan(self.inputs.db, self.inputs.user, source)  # both model calls
 
-    def write_message(self, plan: NotePlan) -> Made | None:
+    def write_message(self, plan: NotePlan) -> MemoryAdded | None:
         message_id = plan.source.message_id
         if message_id is None:  # plan_message always names it
             raise ValueError("a message's note plan names no message")
-        if note_sql.has_note(self.tools.db, message_id):
+        if note_sql.has_note(self.inputs.db, message_id):
             return None  # another process made this note meanwhile
-        self.notes.write(self.tools.db, self.tools.user, plan)
-        return Made(notes=1)
+        self.notes.write(self.inputs.db, self.inputs.user, plan)
+        return MemoryAdded(notes=1)
 
 
 class Amem(MemoryMode):
@@ -81,8 +81,8 @@ class Amem(MemoryMode):
         found = message_sql.by_ids(db, user, ids)
         return to_epoch(found[ids[0]].timestamp) if ids and ids[0] in found else None
 
-    def start(self, profile: Profile, tools: Tools) -> Worker:
-        return _MessageNotes(tools)
+    def start(self, profile: Profile, inputs: WorkerInputs) -> Worker:
+        return _MessageNotes(inputs)
 
     def searches_raw_turns(self, db: Store, user: str) -> bool:
         # Each note is one raw message, with its attributes and links (what this mode is measured on);
@@ -91,12 +91,12 @@ class Amem(MemoryMode):
 
 
 class _FactNotes(Worker):
-    def __init__(self, profile: Profile, tools: Tools):
-        self.profile, self.tools = profile, tools
-        self.notes = amem.Amem(tools.llm, tools.embedder, tools.notes)
+    def __init__(self, profile: Profile, inputs: WorkerInputs):
+        self.profile, self.inputs = profile, inputs
+        self.notes = amem.Amem(inputs.llm, inputs.embedder, inputs.notes)
 
-    def after_episode(self, episode: NewEpisode) -> Made:
-        t = self.tools
+    def after_episode(self, episode: NewEpisode) -> MemoryAdded:
+        t = self.inputs
         # What memory already knows lives in the notes here.
         made = semantic.distill(
             t.db, t.user, t.llm, episode.draft.title, list(episode.messages), episode.vector, t.semantic, evoke=amem.evoke
@@ -105,7 +105,7 @@ class _FactNotes(Worker):
         texts = made.facts
         for text in texts:
             self.notes.remember(t.db, t.user, NoteSource(text, episode.draft.start, episode_id=episode.id))
-        return Made(facts=len(texts), notes=len(texts))
+        return MemoryAdded(facts=len(texts), notes=len(texts))
 
 
 class NemoriAmem(MemoryMode):
@@ -123,5 +123,5 @@ class NemoriAmem(MemoryMode):
         run = ["prediction"] if profile.distill == "prediction" else []
         return (*run, "distillation", *_NOTE_STAGES)
 
-    def start(self, profile: Profile, tools: Tools) -> Worker:
-        return _FactNotes(profile, tools)
+    def start(self, profile: Profile, inputs: WorkerInputs) -> Worker:
+        return _FactNotes(profile, inputs)

@@ -1,7 +1,7 @@
 """What a memory mode is: the one object that says how a database's memory is made and read.
 
 A mode is chosen once, from the profile stored in the database
-(memory/modes.py: ``of(profile)``), and then asked, never compared by name:
+(memory/modes.py: ``for_profile(profile)``), and then asked, never compared by name:
 
 - how it is described and which flags apply to it (``normalise``, ``flags``);
 - which LLM stages an ingest runs (``stages``, for the estimator and reports);
@@ -37,8 +37,8 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class Tools:
-    """What a mode's worker may use during one ingest run."""
+class WorkerInputs:
+    """What a mode's worker is handed for one ingest run: the store, the user, the models and the settings."""
 
     db: Store
     user: str
@@ -60,8 +60,8 @@ class NewEpisode:
 
 
 @dataclass(frozen=True)
-class Made:
-    """What a mode made of one episode or message, for the ingest report."""
+class MemoryAdded:
+    """How many facts and notes a mode's worker added for one episode or message, for the ingest report."""
 
     facts: int = 0
     notes: int = 0
@@ -70,14 +70,14 @@ class Made:
 class Worker:
     """A mode's per-run state (self-checks passed, note builders); one per ingest run."""
 
-    def after_episode(self, episode: NewEpisode) -> Made:
+    def after_episode(self, episode: NewEpisode) -> MemoryAdded:
         """Make this mode's memory of one new episode; the caller holds the transaction."""
-        return Made()
+        return MemoryAdded()
 
-    def learned(self) -> list[object]:
-        """Objects holding what this run has learned so far (a self-check's verdict, asked once per run).
+    def state_outside_store(self) -> list[object]:
+        """Objects holding what this run keeps outside the store (a self-check's verdict, asked once per run).
 
-        A unit of work may be rolled back and run again (llm/inflight.Replay):
+        A unit of work may be rolled back and run again (llm/inflight.ReplayBackend):
         the runner saves these objects' attributes before it and puts them back
         if it is rolled back, so what is learned, and logged, is learned once.
         """
@@ -89,7 +89,7 @@ class Worker:
     def plan_message(self, message: Message) -> NotePlan:
         raise NotImplementedError
 
-    def write_message(self, plan: NotePlan) -> Made | None:
+    def write_message(self, plan: NotePlan) -> MemoryAdded | None:
         """Store a planned message's memory (the caller holds the transaction); None when another process did meanwhile."""
         raise NotImplementedError
 
@@ -148,7 +148,7 @@ class MemoryMode:
         """Ids of pending messages, oldest first, for a mode that makes no episodes."""
         raise NotImplementedError
 
-    def start(self, profile: Profile, tools: Tools) -> Worker:
+    def start(self, profile: Profile, inputs: WorkerInputs) -> Worker:
         return Worker()
 
     def searches_raw_turns(self, db: Store, user: str) -> bool:

@@ -23,7 +23,7 @@ NAMES: tuple[str, ...] = tuple(m.name for m in ALL)
 _BY_NAME = {m.name: m for m in ALL}
 
 
-def named(name: str) -> MemoryMode:
+def by_name(name: str) -> MemoryMode:
     """The mode called ``name``; an unknown name is refused with the known ones."""
     mode = _BY_NAME.get(name)
     if mode is None:
@@ -31,6 +31,6 @@ def named(name: str) -> MemoryMode:
     return mode
 
 
-def of(profile: Profile) -> MemoryMode:
+def for_profile(profile: Profile) -> MemoryMode:
     """The mode a database's memory is built with."""
-    return named(profile.memory)
+    return by_name(profile.memory)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from nemori_cli.memory import consolidate, semantic
-from nemori_cli.memory.mode import Made, MemoryMode, NewEpisode, Tools, Worker
+from nemori_cli.memory.mode import MemoryAdded, MemoryMode, NewEpisode, Worker, WorkerInputs
 from nemori_cli.store import facts as fact_sql
 
 if TYPE_CHECKING:
@@ -19,29 +19,29 @@ if TYPE_CHECKING:
 
 
 class _FactWorker(Worker):
-    def __init__(self, profile: Profile, tools: Tools, *, consolidated: bool):
-        self.profile, self.tools = profile, tools
-        self.consolidator = consolidate.Consolidator(tools.llm, tools.consolidation) if consolidated else None
+    def __init__(self, profile: Profile, inputs: WorkerInputs, *, consolidated: bool):
+        self.profile, self.inputs = profile, inputs
+        self.consolidator = consolidate.Consolidator(inputs.llm, inputs.consolidation) if consolidated else None
 
-    def learned(self) -> list[object]:
+    def state_outside_store(self) -> list[object]:
         return [self.consolidator] if self.consolidator is not None else []
 
-    def after_episode(self, episode: NewEpisode) -> Made:
+    def after_episode(self, episode: NewEpisode) -> MemoryAdded:
         if not self.profile.facts:
-            return Made()  # --no-facts: episodes only (the paper's 'w/o semantic memory')
-        t = self.tools
+            return MemoryAdded()  # --no-facts: episodes only (the paper's 'w/o semantic memory')
+        t = self.inputs
         made = semantic.distill(t.db, t.user, t.llm, episode.draft.title, list(episode.messages), episode.vector, t.semantic)
         semantic.record(t.db, t.user, episode.id, made)  # in this episode's transaction, with its facts
         texts = made.facts
         if not texts:
-            return Made()
+            return MemoryAdded()
         for text, vector in zip(texts, t.embedder.embed_documents(texts)):
             if self.consolidator is None:
                 fact_sql.add(t.db, t.user, text, vector, [episode.id], episode_id=episode.id)
                 continue
             decision = self.consolidator.decide(t.db, t.user, text, vector)
             consolidate.apply(t.db, t.user, decision, vector, episode.id)
-        return Made(facts=len(texts))
+        return MemoryAdded(facts=len(texts))
 
 
 def _fact_stages(profile: Profile, *, consolidated: bool) -> tuple[str, ...]:
@@ -64,8 +64,8 @@ class Native(MemoryMode):
     def episode_stages(self, profile: Profile) -> tuple[str, ...]:
         return _fact_stages(profile, consolidated=self.consolidated)
 
-    def start(self, profile: Profile, tools: Tools) -> Worker:
-        return _FactWorker(profile, tools, consolidated=self.consolidated)
+    def start(self, profile: Profile, inputs: WorkerInputs) -> Worker:
+        return _FactWorker(profile, inputs, consolidated=self.consolidated)
 
 
 class NaiveRag(Native):

@@ -41,7 +41,7 @@ class Profile:
     @property
     def mode(self) -> MemoryMode:
         """The memory mode this profile builds with (memory/modes.py)."""
-        return modes.of(self)
+        return modes.for_profile(self)
 
     def describe(self) -> str:
         return " ".join(self.mode.flags(self))
@@ -51,7 +51,7 @@ DEFAULT = Profile(facts=True)
 
 
 def _validate(p: Profile) -> Profile:
-    mode = modes.named(p.memory)  # an unknown --memory is refused here
+    mode = modes.by_name(p.memory)  # an unknown --memory is refused here
     for value, allowed, flag in (
         (p.distill, DISTILL_MODES, "--distill"),
         (p.index, INDEX_MODES, "--index"),
@@ -84,7 +84,7 @@ def resolve(db: Store, requested: dict, *, new: dict | None = None) -> Profile:
     model preset chooses, e.g. its partition), then the flags.
     """
     given = {k: v for k, v in requested.items() if v is not None}
-    if "memory" in given and not modes.named(given["memory"]).distils_facts:
+    if "memory" in given and not modes.by_name(given["memory"]).distils_facts:
         if given.get("facts"):
             raise ConfigError(f"--memory {given['memory']} distils no facts; drop --facts")
         given["facts"] = False

@@ -16,7 +16,7 @@ from nemori_cli.dates import format_date
 from nemori_cli.domain import Hit
 from nemori_cli.errors import LLMOutputError
 from nemori_cli.llm.base import StructuredLLM
-from nemori_cli.memory.mode import Made, MemoryMode, NewEpisode, Tools, Worker
+from nemori_cli.memory.mode import MemoryAdded, MemoryMode, NewEpisode, Worker, WorkerInputs
 from nemori_cli.prompts import summary as prompt
 from nemori_cli.store import episodes as episode_sql
 from nemori_cli.store import summaries
@@ -52,12 +52,12 @@ def fold_in(db: Store, user: str, llm: StructuredLLM, draft: EpisodeDraft, episo
 
 
 class _SummaryWorker(Worker):
-    def __init__(self, tools: Tools):
-        self.tools = tools
+    def __init__(self, inputs: WorkerInputs):
+        self.inputs = inputs
 
-    def after_episode(self, episode: NewEpisode) -> Made:
-        fold_in(self.tools.db, self.tools.user, self.tools.llm, episode.draft, episode.id)
-        return Made()
+    def after_episode(self, episode: NewEpisode) -> MemoryAdded:
+        fold_in(self.inputs.db, self.inputs.user, self.inputs.llm, episode.draft, episode.id)
+        return MemoryAdded()
 
 
 class Summary(MemoryMode):
@@ -75,8 +75,8 @@ class Summary(MemoryMode):
     def episode_stages(self, profile: Profile) -> tuple[str, ...]:
         return (STAGE.name,)
 
-    def start(self, profile: Profile, tools: Tools) -> Worker:
-        return _SummaryWorker(tools)
+    def start(self, profile: Profile, inputs: WorkerInputs) -> Worker:
+        return _SummaryWorker(inputs)
 
     def always_shown(self, db: Store, user: str, *, as_of: datetime | None = None) -> list[Hit]:
         """The latest summary (as of ``as_of``), dated by the span of the live episodes, shown with every answer."""

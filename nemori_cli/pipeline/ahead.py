@@ -8,7 +8,7 @@ follows (integration, prediction, distillation, consolidation, the summary)
 reads what the episodes before it wrote, and stays on the writer, in order,
 one transaction per episode, exactly as without workers.
 
-``Ahead`` runs the first part from a snapshot of the pending buffer: one
+``LookAhead`` runs the first part from a snapshot of the pending buffer: one
 thread cuts the windows in order (each cut decides where the next window
 starts), and a pool of threads narrates the groups as they come. The writer
 takes the windows in order with ``next()``; each group's draft is a future.
@@ -79,7 +79,7 @@ class Planned:
     drafts: list[Future]  # Future[Outcome[EpisodeDraft]], one per group
 
 
-class Ahead:
+class LookAhead:
     """Cuts the windows of ``pending`` in order on one thread and narrates their groups on ``workers`` more.
 
     ``pending`` is the whole buffer, oldest first, as the writer's loop would

@@ -21,7 +21,7 @@ the same. At most N requests are in flight (llm/inflight.py), and this
 thread's calls, which every later episode waits on, get the next free one.
 Several users' runs writing to one file at once (api.ingest_users) also make
 each episode's own calls with SQLite's one write lock free (``lock_free_calls``,
-llm/inflight.Replay): otherwise one user's unit of work would hold every
+llm/inflight.ReplayBackend): otherwise one user's unit of work would hold every
 other's while the model answers.
 
 When the model or endpoint fails for good (a ModelError), the episode in hand
@@ -45,14 +45,14 @@ from nemori_cli.domain import IncomingMessage, to_epoch
 from nemori_cli.embed.base import Embedder, identity, serialized
 from nemori_cli.errors import ModelError
 from nemori_cli.llm.base import CallLog, StructuredLLM
-from nemori_cli.llm.inflight import NeedAnswer, Replay, SlotBackend, Slots
+from nemori_cli.llm.inflight import NeedAnswer, ReplayBackend, RequestSlots, SlotBackend
 from nemori_cli.memory.amem import AmemSettings
 from nemori_cli.memory.consolidate import ConsolidationSettings
-from nemori_cli.memory.mode import NewEpisode, Tools
+from nemori_cli.memory.mode import NewEpisode, WorkerInputs
 from nemori_cli.memory.profile import DEFAULT, Profile, record
 from nemori_cli.memory.semantic import SemanticSettings
 from nemori_cli.pipeline import integrate, plan
-from nemori_cli.pipeline.ahead import Ahead
+from nemori_cli.pipeline.ahead import LookAhead
 from nemori_cli.pipeline.integrate import IntegrationSettings
 from nemori_cli.pipeline.narrate import narrate, narrate_many
 from nemori_cli.pipeline.partition import Group, PartitionSettings, partition
@@ -148,13 +148,13 @@ class Pipeline:
         self.integration = integration
         self.continuation_check = integrate.SelfCheck(llm)
         distilling = SemanticSettings(semantic.evoke_k, semantic.threshold, direct=profile.distill == "direct")
-        self.work = self.mode.start(profile, Tools(db, user, llm, self.embedder, distilling, consolidation, notes))
+        self.work = self.mode.start(profile, WorkerInputs(db, user, llm, self.embedder, distilling, consolidation, notes))
         self.tokens_used = 0  # this run's, counted as _episode drains the call log
         self.stop_when_every_call_fails = stop_when_every_call_fails
         # Set from another thread (api.ingest_users, when another user's run failed): this run starts no
         # further episode and returns, the rest pending, as a token budget stops it.
         self.cancel = threading.Event()
-        self._replay: Replay | None = None  # while workers run: the writer's calls are made outside the write lock
+        self._replay: ReplayBackend | None = None  # while workers run: the writer's calls are made outside the write lock
 
     def add_messages(self, incoming: list[IncomingMessage], namespace: str = "") -> int:
         """Store new messages and index them for search (store_messages); returns how many were new."""
@@ -167,7 +167,7 @@ class Pipeline:
         progress: Progress | None = None,
         max_tokens: int | None = None,
         workers: int = 1,
-        slots: Slots | None = None,
+        slots: RequestSlots | None = None,
         lock_free_calls: bool = False,
     ) -> IngestReport:
         """Turn pending messages into episodes, window by window.
@@ -182,7 +182,7 @@ class Pipeline:
         the backend must take requests from several threads (an endpoint).
         With ``lock_free_calls`` too (several users' runs writing to one file at
         once), each episode's calls are made with the write lock free
-        (llm/inflight.Replay), at the cost of running its unit of work again
+        (llm/inflight.ReplayBackend), at the cost of running its unit of work again
         after each one (milliseconds each).
         """
         if workers < 1:
@@ -238,7 +238,7 @@ class Pipeline:
         progress: Progress | None,
         max_tokens: int | None,
         workers: int = 1,
-        slots: Slots | None = None,
+        slots: RequestSlots | None = None,
         lock_free_calls: bool = False,
     ) -> IngestReport:
         started = time.perf_counter()
@@ -267,7 +267,7 @@ class Pipeline:
         tick(0)
         self._planned(report, over_budget, tick)  # what a stopped run had cut and not written, as it was cut
         if workers > 1 and not report.stopped_by_budget and not self.cancel.is_set():
-            self._windows_ahead(report, flush, over_budget, tick, workers, slots or Slots(workers), lock_free_calls)
+            self._windows_ahead(report, flush, over_budget, tick, workers, slots or RequestSlots(workers), lock_free_calls)
         if not report.stopped_by_budget and not self.cancel.is_set():  # what is left: all of it, or what changed under the look-ahead
             self._windows(report, flush, over_budget, tick)
         report.pending = self.mode.backlog(self.db, self.user).messages
@@ -323,7 +323,7 @@ class Pipeline:
         over_budget: Callable[[], bool],
         tick: Callable[[int], None],
         workers: int,
-        slots: Slots,
+        slots: RequestSlots,
         lock_free_calls: bool,
     ) -> None:
         """The same windows and episodes as `_windows`, their partitions and narrations made ahead (pipeline/ahead.py).
@@ -339,17 +339,17 @@ class Pipeline:
             return StructuredLLM(SlotBackend(raw, slots), CallLog(), retries=retries)
 
         # This thread's own calls (integration, facts) take slots too, ahead of any look-ahead call waiting;
-        # with lock_free_calls, with no lock held: each unit of work runs again once its answer is in (llm/inflight.Replay).
+        # with lock_free_calls, with no lock held: each unit of work runs again once its answer is in (llm/inflight.ReplayBackend).
         writer = SlotBackend(raw, slots, urgent=True)
-        self._replay = Replay(writer) if lock_free_calls else None
+        self._replay = ReplayBackend(writer) if lock_free_calls else None
         self.llm.backend = self._replay or writer
-        ahead = Ahead(
+        look_ahead = LookAhead(
             message_sql.pending(self.db, self.user), window=self.window, flush=flush, make_llm=task_llm,
             embedder=self.embedder, settings=self.partition_settings, workers=workers,
         )  # fmt: skip
         clean = False
         try:
-            while (planned := ahead.next()) is not None:
+            while (planned := look_ahead.next()) is not None:
                 if not planned.window:
                     planned.partition.into(self.llm)  # the look-ahead itself failed: raise what it raised
                 head = message_sql.pending(self.db, self.user, limit=self.window)
@@ -368,7 +368,7 @@ class Pipeline:
                     break
             clean = True
         finally:
-            ahead.stop(wait=clean)
+            look_ahead.stop(wait=clean)
             self.llm.backend, self._replay = raw, None
 
     # -- a mode without episodes (--memory amem): one message, one transaction --
@@ -389,13 +389,13 @@ class Pipeline:
                 plan = self.work.plan_message(message)  # the model calls, before the write lock is taken
                 self._check_something_answered(report)
                 with self.db.transaction(user=self.user):
-                    made = self.work.write_message(plan)
-                    if made is None:
+                    added = self.work.write_message(plan)
+                    if added is None:
                         continue  # another process did this one meanwhile
                     calls, events = self.llm.log.drain()
                     telemetry.write(self.db, self.user, calls, events)
                 self._count(report, calls, events)
-                report.notes += made.notes
+                report.notes += added.notes
                 done += 1
                 if progress:
                     progress(done, total)
@@ -413,7 +413,7 @@ class Pipeline:
             for attempt in range(MAX_RUNS):
                 if replay is not None and attempt == MAX_RUNS - 1:
                     self.llm.backend = replay.inner  # a unit that never ran through: its last run asks inside the lock, as without workers
-                saved = [(o, dict(vars(o))) for o in self._learned()]
+                saved = [(o, dict(vars(o))) for o in self._state_outside_store()]
                 logged = len(self.llm.log.calls), len(self.llm.log.events)
                 try:
                     with self.embedder.remembering() if replay else nullcontext(), self.db.transaction(user=self.user):
@@ -421,7 +421,7 @@ class Pipeline:
                             return  # another process took these messages meanwhile; nothing to add
                         vector = self._vector(draft, group.messages)
                         episode_id, merged = self._integrate(draft, group, vector)
-                        made = self.work.after_episode(NewEpisode(episode_id, draft, tuple(group.messages), vector))
+                        added = self.work.after_episode(NewEpisode(episode_id, draft, tuple(group.messages), vector))
                         plan.written(self.db, self.user, [m.id for m in group.messages])
                         self._check_something_answered(report)  # rolls this episode back if nothing of this run answered
                         calls, events = self.llm.log.drain()
@@ -443,13 +443,13 @@ class Pipeline:
         # Counted once the transaction has committed: what a budget measures is work kept.
         report.episodes += 0 if merged else 1
         report.merged += int(merged)
-        report.facts += made.facts
-        report.notes += made.notes
+        report.facts += added.facts
+        report.notes += added.notes
         self._count(report, calls, events)
 
-    def _learned(self) -> list[object]:
-        """What this run has learned so far (its self-checks), kept across a unit that is run again."""
-        return [self.continuation_check, *self.work.learned()] if self._replay is not None else []
+    def _state_outside_store(self) -> list[object]:
+        """Objects holding what this run keeps outside the store (its self-checks' verdicts), restored when a unit is run again."""
+        return [self.continuation_check, *self.work.state_outside_store()] if self._replay is not None else []
 
     def _index_text(self, draft: EpisodeDraft, messages) -> str | None:
         """What the indexes hold for an episode: its narrative (N), or its raw messages (P)."""

@@ -3,13 +3,13 @@
 `api.ingest_users` prepares one Pipeline per user (each with a connection of
 its own, its messages stored); this module runs them. Each user runs on a
 thread of its own and writes its episodes in order; their model calls share
-``workers`` requests in flight (llm/inflight.Slots). With one worker the users
+``workers`` requests in flight (llm/inflight.RequestSlots). With one worker the users
 run one after another.
 
 A store whose writers share one lock (SQLite: one write lock per file) would
 let one user's unit of work hold every other user's for as long as the model
 takes to answer; there each episode's calls are made with the lock free
-(``lock_free_calls``, llm/inflight.Replay). A store that locks per user
+(``lock_free_calls``, llm/inflight.ReplayBackend). A store that locks per user
 (PostgreSQL) needs no such thing.
 
 When one user's run fails (a dead endpoint), the others stop after the
@@ -22,13 +22,13 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 from nemori_cli.errors import NemoriError
-from nemori_cli.llm.inflight import Slots
+from nemori_cli.llm.inflight import RequestSlots
 from nemori_cli.pipeline.runner import IngestReport, Pipeline
 
 
 def run_together(pipelines: dict[str, Pipeline], *, workers: int, flush: bool) -> dict[str, IngestReport]:
     """Each user's pipeline processed, ``workers`` requests in flight between them all; one report per user."""
-    slots = Slots(workers)
+    slots = RequestSlots(workers)
 
     def stop_others(user: str) -> None:
         for other, pipeline in pipelines.items():

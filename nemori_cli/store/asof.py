@@ -37,7 +37,7 @@ class Within:
     """The row ids a query may return: a SELECT of ids and its parameters."""
 
     sql: str
-    params: tuple
+    params: tuple[str | float, ...]  # a user id, moments as epoch seconds
 
 
 def epoch(as_of: datetime) -> float:

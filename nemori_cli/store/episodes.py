@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
 import numpy as np
 
-from nemori_cli.domain import Episode, to_epoch
+from nemori_cli.domain import Episode, Message, to_epoch
 from nemori_cli.store import asof, index
 from nemori_cli.store import messages as message_sql
-from nemori_cli.store.contract import Store
+from nemori_cli.store.contract import Row, Store
 from nemori_cli.store.sqlite import now_iso
 
 
@@ -89,7 +90,7 @@ def message_count(db: Store, user: str, episode_id: int) -> int:
     return int(row["n"]) if row else 0
 
 
-def _episode(row: dict, msgs=()) -> Episode:
+def _episode(row: Row, msgs: Iterable[Message] = ()) -> Episode:
     return Episode(
         id=row["id"],
         user=row["user_id"],
@@ -139,7 +140,7 @@ def list_all(
 ) -> list[Episode]:
     """Episodes in time order; with ``as_of``, only those ended by then (store/asof.py)."""
     where = "user_id = ?" + ("" if include_superseded else " AND status = 'active'")
-    params: tuple = (user,)
+    params: tuple[str | float, ...] = (user,)
     if as_of is not None:
         where += " AND end_epoch <= ?"
         params += (asof.epoch(as_of),)

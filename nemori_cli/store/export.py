@@ -146,7 +146,7 @@ def _owner(db: Store, name: str, columns: tuple[str, ...], owned: dict[str, Tabl
     return "(" + " OR ".join(parents) + ")" if parents else None
 
 
-def _pg_tables(db) -> list[Table]:
+def _pg_tables(db: Store) -> list[Table]:
     """The same records from a PostgreSQL store: its full-text and vector tables keep the row id in a ``rowid`` column.
 
     The records are those a SQLite file of the same schema exports (the
@@ -215,14 +215,14 @@ def _pg_tables(db) -> list[Table]:
     return sorted(found.values(), key=lambda t: rank[t.kind])
 
 
-def encode(value):
+def encode(value: Any) -> Any:
     """A column value as JSON: a BLOB (a vector) as {"base64": ...}; every other SQLite value is already JSON."""
     if isinstance(value, bytes):
         return {"base64": base64.b64encode(value).decode("ascii")}
     return value
 
 
-def rows(db: Store, user: str, table: Table) -> Iterator[dict]:
+def rows(db: Store, user: str, table: Table) -> Iterator[dict[str, Any]]:
     """The user's rows of one table as export records: {"table", ["rowid"], "row"}."""
     select = ", ".join(_q(c) for c in table.columns)
     if table.rowid:
@@ -250,7 +250,7 @@ def users(db: Store) -> list[str]:
     return sorted(found)
 
 
-def stream(db: Store, user: str, header: dict | None = None) -> Iterator[dict]:
+def stream(db: Store, user: str, header: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
     """The whole export as records: the header, every row, and a closing record with the counts (a reader knows the file is whole).
 
     One snapshot throughout, so an ingest committing meanwhile is either all

@@ -9,7 +9,7 @@ import numpy as np
 from nemori_cli.domain import Fact
 from nemori_cli.store import asof, index
 from nemori_cli.store.base import children
-from nemori_cli.store.contract import Store
+from nemori_cli.store.contract import Row, Store
 from nemori_cli.store.sqlite import now_iso
 
 
@@ -77,7 +77,7 @@ def _sources(db: Store, ids: list[int]) -> dict[int, tuple[int, ...]]:
     return children(db, "fact_sources", "fact_id", "episode_id", ids)
 
 
-def _fact(row: dict, sources: tuple[int, ...]) -> Fact:
+def _fact(row: Row, sources: tuple[int, ...]) -> Fact:
     return Fact(
         id=row["id"],
         user=row["user_id"],
@@ -123,7 +123,7 @@ def list_all(
 ) -> list[Fact]:
     """Facts by id; with ``as_of``, those valid then (store/asof.py), superseded since or not."""
     where = "user_id = ?" + ("" if include_superseded or as_of else " AND status = 'active'")
-    params: tuple = (user,)
+    params: tuple[str | float, ...] = (user,)
     if as_of is not None:
         where += f" AND {asof.FACT_VALID}"
         params += (asof.epoch(as_of),) * 2

@@ -33,7 +33,7 @@ def unindexed(db: Store, user: str, limit: int | None = None) -> list[Message]:
         f"SELECT {message_sql.COLUMNS} FROM messages m WHERE user_id = ?"
         " AND NOT EXISTS (SELECT 1 FROM message_fts f WHERE f.rowid = m.id) ORDER BY ts_epoch, id"
     )
-    params: tuple = (user,)
+    params: tuple[str | int, ...] = (user,)
     if limit is not None:
         sql += " LIMIT ?"
         params = (user, limit)

@@ -9,7 +9,7 @@ from datetime import datetime
 
 from nemori_cli.domain import Backlog, IncomingMessage, Message, to_epoch
 from nemori_cli.stages import MESSAGE_CHARS_READ
-from nemori_cli.store.contract import Store
+from nemori_cli.store.contract import Row, Store
 from nemori_cli.store.sqlite import now_iso
 
 # The meta row that keeps a window's cut until its episodes are written (pipeline/plan.py), one per user:
@@ -55,7 +55,7 @@ def insert_messages(db: Store, user: str, messages: list[IncomingMessage], names
     return db.conn.total_changes() - before
 
 
-def row_to_message(row: dict) -> Message:
+def row_to_message(row: Row) -> Message:
     return Message(
         id=row["id"],
         user=row["user_id"],
@@ -75,7 +75,7 @@ COLUMNS = "id, user_id, msg_key, speaker, content, ts, source_id, session, episo
 def pending(db: Store, user: str, limit: int | None = None) -> list[Message]:
     """The buffer: messages no episode owns yet, oldest first."""
     sql = f"SELECT {COLUMNS} FROM messages WHERE user_id = ? AND episode_id IS NULL ORDER BY ts_epoch, id"
-    params: tuple = (user,)
+    params: tuple[str | int, ...] = (user,)
     if limit is not None:
         sql += " LIMIT ?"
         params = (user, limit)

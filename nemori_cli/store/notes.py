@@ -9,6 +9,7 @@ row per direction.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from datetime import datetime
 
 import numpy as np
@@ -17,7 +18,7 @@ from nemori_cli.domain import Backlog, Note, NoteChange, to_epoch
 from nemori_cli.stages import MESSAGE_CHARS_READ
 from nemori_cli.store import asof, index
 from nemori_cli.store.base import children
-from nemori_cli.store.contract import Store
+from nemori_cli.store.contract import Row, Store
 from nemori_cli.store.sqlite import now_iso
 
 _COLUMNS = "id, user_id, content, ts, keywords, tags, context, origin, message_id, episode_id, created_at, updated_at"
@@ -71,7 +72,7 @@ def _blob(embedding: np.ndarray) -> bytes:
     return np.asarray(embedding, dtype=np.float32).tobytes()
 
 
-def _index_text(db: Store, user: str, note_id: int, content: str, keywords, tags, context: str) -> None:
+def _index_text(db: Store, user: str, note_id: int, content: str, keywords: Iterable[str], tags: Iterable[str], context: str) -> None:
     db.conn.execute(
         "INSERT INTO note_fts(rowid, content, keywords, tags, context, user_id) VALUES (?, ?, ?, ?, ?, ?)",
         (note_id, content, " ".join(keywords), " ".join(tags), context, user),
@@ -125,7 +126,7 @@ def reindex(db: Store, user: str, note_id: int, embedding: np.ndarray) -> None:
     db.insert_vector("note_vec", note_id, user, _blob(embedding))
 
 
-def _note(row: dict, links: tuple[int, ...]) -> Note:
+def _note(row: Row, links: tuple[int, ...]) -> Note:
     return Note(
         id=row["id"],
         user=row["user_id"],

@@ -29,14 +29,16 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
 import numpy as np
 
 from nemori_cli.config import shown_url
 from nemori_cli.errors import StoreError
+from nemori_cli.store.asof import Within
 from nemori_cli.store.base import StoreBase
+from nemori_cli.store.contract import Row
 from nemori_cli.store.pg_connection import PgConnection, first_line
 from nemori_cli.store.pg_migrations import MIGRATIONS
 
@@ -256,12 +258,12 @@ class PgStore(StoreBase):
                 for table in missing:
                     self._create_hnsw(table)
 
-    def insert_vector(self, table: str, rowid: int, user: str, embedding) -> None:
+    def insert_vector(self, table: str, rowid: int, user: str, embedding: bytes | np.ndarray | Sequence[float]) -> None:
         """One row's vector (float32 bytes or an array); the HNSW index takes it in as it is written."""
         blob = embedding if isinstance(embedding, bytes) else np.asarray(embedding, dtype=np.float32).tobytes()
         self.conn.execute(f"INSERT INTO {table}(rowid, user_id, embedding) VALUES (?, ?, ?)", (rowid, user, blob))
 
-    def delete_vectors(self, table: str, ids) -> int:
+    def delete_vectors(self, table: str, ids: Iterable[int]) -> int:
         ids = [int(i) for i in ids]
         if not ids:
             return 0
@@ -269,7 +271,7 @@ class PgStore(StoreBase):
         return self.conn.changes()
 
     # -- search --------------------------------------------------------------
-    def vector_search(self, table: str, user: str, query: np.ndarray, k: int, within=None) -> list[tuple[int, float]]:
+    def vector_search(self, table: str, user: str, query: np.ndarray, k: int, within: Within | None = None) -> list[tuple[int, float]]:
         """Cosine KNN within the user's rows (pgvector's ``<=>`` is the cosine distance): HNSW on a big table, else exact."""
         blob = np.asarray(query, dtype=np.float32).tobytes()
         rows_in_table = self.estimated_rows(table) if within is None else 0
@@ -364,7 +366,7 @@ class PgStore(StoreBase):
             is not None
         )
 
-    def text_contains(self, fts: str, user: str, word: str, within=None) -> bool:
+    def text_contains(self, fts: str, user: str, word: str, within: Within | None = None) -> bool:
         allowed = f" AND rowid IN ({within.sql})" if within else ""
         return (
             self.one(
@@ -400,7 +402,7 @@ class PgStore(StoreBase):
         return True
 
 
-def _plan_rows(row: dict | None) -> float:
+def _plan_rows(row: Row | None) -> float:
     """The row count the planner expects, from one row of EXPLAIN (FORMAT JSON)."""
     plan = next(iter(row.values())) if row else None
     if isinstance(plan, str):

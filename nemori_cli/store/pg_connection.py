@@ -10,14 +10,21 @@ store/pg.py's.
 from __future__ import annotations
 
 import decimal
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from nemori_cli.errors import StoreError
+from nemori_cli.store.contract import Params, Row
 from nemori_cli.store.pg_dialect import named, translate
 
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg.rows import DictRow
 
-def _value(v):
+
+def _value(v: Any) -> Any:
     """A value from PostgreSQL as SQLite would have given it: sums are numbers, vectors are float32 bytes."""
     if isinstance(v, decimal.Decimal):
         return int(v) if v == v.to_integral_value() else float(v)
@@ -28,7 +35,7 @@ def _value(v):
     return v
 
 
-def _param(v):
+def _param(v: Any) -> Any:
     """A parameter as PostgreSQL takes it: the store's only BLOBs are float32 vectors, numpy scalars are Python numbers."""
     if isinstance(v, (bytes, bytearray, memoryview)):
         from pgvector import Vector
@@ -39,7 +46,7 @@ def _param(v):
     return v
 
 
-def _params(params):
+def _params(params: Params) -> dict[str, Any] | tuple[Any, ...]:
     if isinstance(params, dict):
         return {k: _param(v) for k, v in params.items()}
     return tuple(_param(v) for v in params)
@@ -48,12 +55,12 @@ def _params(params):
 class PgConnection:
     """The connection surface the store modules use (apsw's, in the part they need), over psycopg."""
 
-    def __init__(self, raw, name: str):
+    def __init__(self, raw: psycopg.Connection[DictRow], name: str):
         self.raw, self.name = raw, name
         self._changes = 0
         self._total = 0
 
-    def _run(self, sql: str, params=()):
+    def _run(self, sql: str, params: Params = ()) -> psycopg.Cursor[DictRow]:
         import psycopg
 
         text, parameterised = translate(sql)
@@ -67,18 +74,20 @@ class PgConnection:
         self._total += self._changes
         return cur
 
-    def execute(self, sql: str, params=()) -> list[dict]:
+    def execute(self, sql: str, params: Params = ()) -> list[Row]:
         cur = self._run(sql, params)
         if cur.description is None:
             return []
         return [{k: _value(v) for k, v in row.items()} for row in cur.fetchall()]
 
-    def executemany(self, sql: str, seq) -> None:
+    def executemany(self, sql: str, seq: Iterable[Params]) -> None:
         for params in seq:  # psycopg's executemany pipelines; one by one keeps changes() and errors per row simple
             self._run(sql, params)
 
     def last_insert_rowid(self) -> int:
-        return int(self.raw.execute("SELECT lastval() AS v").fetchone()["v"])
+        row = self.raw.execute("SELECT lastval() AS v").fetchone()
+        assert row is not None  # a SELECT without FROM answers one row (lastval() raises when nothing was inserted)
+        return int(row["v"])
 
     def changes(self) -> int:
         return self._changes

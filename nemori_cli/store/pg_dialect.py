@@ -28,6 +28,7 @@ pins each rule.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from functools import lru_cache
 
 # INSERT OR REPLACE needs the key the row replaces on; only these tables use it.
@@ -94,7 +95,7 @@ def _call_args(sql: str, open_at: int) -> tuple[list[str], int]:
     raise ValueError(f"unbalanced parentheses in SQL: {sql[:120]}")
 
 
-def _rewrite_calls(sql: str, name: str, rewrite) -> str:
+def _rewrite_calls(sql: str, name: str, rewrite: Callable[[list[str]], str | None]) -> str:
     """Each call ``name(...)`` replaced by ``rewrite(args)`` (or left when it returns None), innermost last."""
     pattern = re.compile(rf"\b{name}\s*\(", re.IGNORECASE)
     quoted = _literal_spans(sql)

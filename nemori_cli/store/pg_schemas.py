@@ -8,13 +8,18 @@ memory it builds this way (bench/stores.py).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from nemori_cli.config import shown_url
 from nemori_cli.errors import StoreError
 
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg.rows import TupleRow
 
-def _admin(url: str):
+
+def _admin(url: str) -> psycopg.Connection[TupleRow]:
     import psycopg
 
     try:
@@ -38,6 +43,7 @@ def store_exists(url: str, schema: str) -> bool:
     """Whether ``schema`` holds a nemori store (its migrations table)."""
     with _admin(url) as conn:
         row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f"{schema}.schema_migrations",)).fetchone()
+    assert row is not None  # a SELECT without FROM answers one row
     return bool(row[0])
 
 

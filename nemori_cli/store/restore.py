@@ -29,9 +29,11 @@ import base64
 import binascii
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 from nemori_cli.config import is_store_url
 from nemori_cli.errors import ImportRefused, InputError, StoreError
@@ -190,12 +192,12 @@ class _Reader:
         except OSError as e:
             raise InputError(f"cannot read {path}: {e.strerror}") from None
         self._lines = self._records()
-        self.end: tuple[int, dict] | None = None  # the closing line, once rows() has reached it
+        self.end: tuple[int, dict[str, Any]] | None = None  # the closing line, once rows() has reached it
 
     def fail(self, line: int, why: str) -> InputError:
         return InputError(f"{self.path}:{line}: {why}; nothing was imported")
 
-    def _records(self) -> Iterator[tuple[int, dict]]:
+    def _records(self) -> Iterator[tuple[int, dict[str, Any]]]:
         with self._file:
             for number, raw in enumerate(self._file, 1):
                 try:
@@ -233,7 +235,7 @@ class _Reader:
             raise self.fail(1, f"the header's embedder {embedder!r} has no dimensions (name:N)")
         return Header(user, schema, meta)
 
-    def rows(self) -> Iterator[tuple[int, dict]]:
+    def rows(self) -> Iterator[tuple[int, dict[str, Any]]]:
         """Every row record, then the check that the closing line came and nothing follows it."""
         last = 1
         for number, record in self._lines:
@@ -254,7 +256,7 @@ def _dimensions(identity: str) -> int | None:
     return int(tail) if ":" in identity and tail.isdigit() and int(tail) > 0 else None
 
 
-def _decode(value):
+def _decode(value: Any) -> Any:
     """A JSON value back to the SQLite value: {"base64": ...} is a BLOB; lists and other objects are nothing an export writes."""
     if isinstance(value, dict) and set(value) == {"base64"} and isinstance(value["base64"], str):
         return base64.b64decode(value["base64"], validate=True)
@@ -274,9 +276,9 @@ class _Inserter:
         self.tables = {t.name: t for t in export.tables(db)}
         self.lines: dict[tuple[str, int], int] = {}  # (table, rowid) -> line, to name the line a dangling reference came from
         self.counts: dict[str, int] = {name: 0 for name in self.tables}
-        self._sql: dict[tuple, str] = {}
+        self._sql: dict[tuple[str, tuple[str, ...]], str] = {}
 
-    def insert(self, record: dict, line: int, fail) -> None:
+    def insert(self, record: dict[str, Any], line: int, fail: Callable[[str], Exception]) -> None:
         """One record, read at ``line``; ``fail(why)`` makes the error that names it."""
         name, row = record.get("table"), record.get("row")
         if not isinstance(name, str) or not isinstance(row, dict):
@@ -349,7 +351,7 @@ def _build(scratch: Path, header: Header, reader: _Reader) -> dict[str, int]:
             _prepare(db, header, scratch)
             inserter = _Inserter(db, header.user)
             for number, record in reader.rows():
-                inserter.insert(record, number, lambda why, n=number: reader.fail(n, why))
+                inserter.insert(record, number, partial(reader.fail, number))
             missing = inserter.dangling()
             if missing is not None:
                 line, why = missing

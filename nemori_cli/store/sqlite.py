@@ -19,17 +19,20 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import apsw
 import numpy as np
 import sqlite_vec
 
 from nemori_cli.errors import StoreError
+from nemori_cli.store.asof import Within
 from nemori_cli.store.base import StoreBase
+from nemori_cli.store.contract import Row
 from nemori_cli.store.migrations import MIGRATIONS
 from nemori_cli.store.sqlite_files import foreign_error, refuse_unusable
 from nemori_cli.store.sqlite_vectors import QuantisedSearch
@@ -45,7 +48,7 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def _dict_rows(cursor: apsw.Cursor, row: tuple) -> dict:
+def _dict_rows(cursor: apsw.Cursor, row: tuple[Any, ...]) -> Row:
     return {d[0]: v for d, v in zip(cursor.get_description(), row)}
 
 
@@ -323,7 +326,7 @@ class SqliteStore(StoreBase):
             f" SELECT rowid, user_id, vec_quantize_binary(embedding), embedding FROM {table}"
         )
 
-    def insert_vector(self, table: str, rowid: int, user: str, embedding) -> None:
+    def insert_vector(self, table: str, rowid: int, user: str, embedding: bytes | np.ndarray | Sequence[float]) -> None:
         """One row's vector, into the float table and its quantised copy (``embedding``: float32 bytes or an array)."""
         blob = embedding if isinstance(embedding, bytes) else np.asarray(embedding, dtype=np.float32).tobytes()
         self.conn.execute(f"INSERT INTO {table}(rowid, user_id, embedding) VALUES (?, ?, ?)", (rowid, user, blob))
@@ -334,7 +337,7 @@ class SqliteStore(StoreBase):
             (rowid, user, blob, blob),
         )
 
-    def delete_vectors(self, table: str, ids) -> int:
+    def delete_vectors(self, table: str, ids: Iterable[int]) -> int:
         """Drop rows' vectors from the float table and its quantised copy (one at a time: vec0 point lookups); how many float rows went."""
         before = self.conn.total_changes()
         self.conn.executemany(f"DELETE FROM {table} WHERE rowid = ?", [(i,) for i in ids])
@@ -362,7 +365,7 @@ class SqliteStore(StoreBase):
         return f"{table}_bits" in self._bits_tables
 
     # -- search: what each engine says its own way (store/pg.py has the other) --
-    def vector_search(self, table: str, user: str, query, k: int, within=None) -> list[tuple[int, float]]:
+    def vector_search(self, table: str, user: str, query: np.ndarray, k: int, within: Within | None = None) -> list[tuple[int, float]]:
         """(row id, cosine similarity), best first, within one user's partition (and ``within``'s rows).
 
         A user with QUANTISED_MIN_ROWS vectors or more is searched through the
@@ -425,7 +428,7 @@ class SqliteStore(StoreBase):
         """A table's rows: SQLite keeps no estimate outside ANALYZE's sqlite_stat1, so they are counted."""
         return int(self.scalar(f"SELECT count(*) AS n FROM {table}"))
 
-    def text_contains(self, fts: str, user: str, word: str, within=None) -> bool:
+    def text_contains(self, fts: str, user: str, word: str, within: Within | None = None) -> bool:
         """Whether any of the user's indexed rows (``within``'s) holds the word (stemmed as the index is)."""
         allowed = f" AND rowid IN ({within.sql})" if within else ""
         return (

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
+    from nemori_cli.store.contract import Row
     from nemori_cli.store.sqlite import SqliteStore
 
 QUANTISED_MIN_ROWS = 5_000
@@ -103,7 +104,7 @@ class QuantisedSearch:
         return [(int(ids[i]), float(similarity[i])) for i in order]
 
 
-def chunk_distances(chunks: list[dict], packed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def chunk_distances(chunks: list[Row], packed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(row ids, Hamming distances to ``packed``) of the filled slots of vec0 chunks.
 
     A table's chunks all have one size, so their blobs are joined and read as
@@ -135,5 +136,7 @@ def _hamming(codes: np.ndarray, packed: np.ndarray) -> np.ndarray:
     """Differing bits between each row of ``codes`` (packed bits, one row per vector) and ``packed``."""
     xor = codes ^ packed
     if hasattr(np, "bitwise_count") and xor.shape[1] % 8 == 0:  # numpy 2: a popcount instruction over 64-bit words
-        return np.bitwise_count(xor.view(np.uint64)).sum(axis=1, dtype=np.int32)
-    return _POPCOUNT[xor].sum(axis=1, dtype=np.int32)
+        counted: np.ndarray = np.bitwise_count(xor.view(np.uint64)).sum(axis=1, dtype=np.int32)  # numpy's stubs: Any
+        return counted
+    looked_up: np.ndarray = _POPCOUNT[xor].sum(axis=1, dtype=np.int32)
+    return looked_up

@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import datetime
 
 from nemori_cli.store import asof
-from nemori_cli.store.contract import Store
+from nemori_cli.store.contract import Row, Store
 from nemori_cli.store.sqlite import now_iso
 
 
-def history(db: Store, user: str) -> list[dict]:
+def history(db: Store, user: str) -> list[Row]:
     """Every version of the user's running summary, oldest first: id, text, episode_id, created_at."""
     return db.query("SELECT id, text, episode_id, created_at FROM summaries WHERE user_id = ? ORDER BY id", (user,))
 

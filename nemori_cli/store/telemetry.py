@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 from nemori_cli import stages
 from nemori_cli.domain import CallRecord, EventRecord
-from nemori_cli.store.contract import Store
+from nemori_cli.store.contract import Row, Store
 from nemori_cli.store.sqlite import now_iso
 
 
@@ -21,13 +23,13 @@ def write(db: Store, user: str, calls: list[CallRecord], events: list[EventRecor
     )
 
 
-def stage_stats(db: Store, user: str) -> list[dict]:
+def stage_stats(db: Store, user: str) -> list[Row]:
     """Per stage: calls, attempts, tokens, seconds, failed calls, repairs, fallbacks."""
     with db.snapshot():  # the calls and the events of the same units of work
         return _stage_stats(db, user)
 
 
-def _stage_stats(db: Store, user: str) -> list[dict]:
+def _stage_stats(db: Store, user: str) -> list[Row]:
     calls = db.query(
         "SELECT stage, count(*) AS calls, sum(attempts) AS attempts, sum(prompt_tokens) AS prompt_tokens,"
         " sum(completion_tokens) AS completion_tokens, round(sum(ms) / 1000.0, 2) AS seconds,"
@@ -40,7 +42,7 @@ def _stage_stats(db: Store, user: str) -> list[dict]:
         " FROM stage_events WHERE user_id = ? GROUP BY stage",
         (user,),
     )
-    by_stage: dict[str, dict] = {}
+    by_stage: dict[str, Row] = {}
     for row in calls:
         by_stage[row["stage"]] = {**row, "repaired": 0, "fallbacks": 0, "decisions": 0}
     empty = {"calls": 0, "attempts": 0, "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0, "failed": 0}
@@ -51,20 +53,29 @@ def _stage_stats(db: Store, user: str) -> list[dict]:
     return sorted(by_stage.values(), key=lambda r: stages.rank(r["stage"]))
 
 
-def recent_events(db: Store, user: str, limit: int = 20) -> list[dict]:
+def recent_events(db: Store, user: str, limit: int = 20) -> list[Row]:
     return db.query(
         "SELECT stage, kind, detail, created_at FROM stage_events WHERE user_id = ? ORDER BY id DESC LIMIT ?",
         (user, limit),
     )
 
 
-def ingest_usage(db: Store, user: str, stage_names: tuple[str, ...], model_id: str | None = None) -> dict:
+class Usage(TypedDict):
+    """What ingest_usage sums: calls, prompt and completion tokens, and milliseconds."""
+
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    ms: float
+
+
+def ingest_usage(db: Store, user: str, stage_names: tuple[str, ...], model_id: str | None = None) -> Usage:
     """Calls, prompt and completion tokens and ms of this user's calls in these stages; of one model when given.
 
     Sums are 0 when nothing matched.
     """
     where = f"user_id = ? AND stage IN ({','.join('?' * len(stage_names))})"
-    params: tuple = (user, *stage_names)
+    params: tuple[str, ...] = (user, *stage_names)
     if model_id is not None:
         where, params = f"{where} AND model = ?", (*params, model_id)
     row = (

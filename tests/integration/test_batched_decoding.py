@@ -27,7 +27,7 @@ def tiny(tmp_path_factory):
 
 def narration_prompts(n: int) -> list[list[dict]]:
     from nemori_cli.domain import Message
-    from nemori_cli.importers.native import read_jsonl
+    from nemori_cli.importers.jsonl import read_jsonl
     from nemori_cli.prompts import narrative
 
     with EXAMPLE.open("rb") as f:

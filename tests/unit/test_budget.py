@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from nemori_cli.importers.native import read_jsonl
+from nemori_cli.importers.jsonl import read_jsonl
 from nemori_cli.pipeline.runner import Pipeline
 from nemori_cli.store import episodes as episode_sql
 from nemori_cli.store import messages as message_sql

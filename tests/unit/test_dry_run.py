@@ -93,7 +93,7 @@ def test_sees_rows_still_in_another_writers_log(cache, tmp_path):
     path = tmp_path / "busy.db"
     writer = SqliteStore(path)
     try:
-        from nemori_cli.importers.native import read_jsonl
+        from nemori_cli.importers.jsonl import read_jsonl
         from nemori_cli.store import messages as message_sql
 
         file = write_jsonl(tmp_path / "two.jsonl", conversation(("kayak", "piano")))

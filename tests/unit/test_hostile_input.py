@@ -28,7 +28,8 @@ from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
 from nemori_cli.errors import InputError
-from nemori_cli.importers.native import parse_timestamp, read_jsonl, read_locomo
+from nemori_cli.importers.jsonl import parse_timestamp, read_jsonl
+from nemori_cli.importers.locomo import read_locomo
 from nemori_cli.store import forget as forget_sql
 from nemori_cli.store import messages as message_sql
 from nemori_cli.store.sqlite import SqliteStore

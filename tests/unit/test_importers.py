@@ -21,7 +21,7 @@ import pytest
 from nemori_cli.cli.ingest import InputFormat
 from nemori_cli.errors import InputError
 from nemori_cli.importers import chatgpt, claude, detect, formats, longmemeval, openai_messages, telegram, whatsapp
-from nemori_cli.importers.peek import Replay, peek
+from nemori_cli.importers.peek import PeekedStream, peek
 from nemori_cli.importers.selection import Selection, parse_bound
 from tests.conftest import REPO
 from tests.unit.fake_ingest import isolate, nemori, use_fakes
@@ -229,7 +229,7 @@ def test_whatsapp_zip_reads_the_chat_inside_with_the_same_ids_and_its_name_as_th
     plain = whatsapp.read(io.BytesIO(txt), "WhatsApp Chat with Família.txt")
     assert [(m.source_id, m.content, m.session) for m in zipped.messages] == [(m.source_id, m.content, m.session) for m in plain.messages]
     assert zipped.messages[0].session == "Família"
-    piped = whatsapp.read(io.BufferedReader(Replay(b"", io.BytesIO(path.read_bytes()))), "<stdin>")  # not seekable: held
+    piped = whatsapp.read(io.BufferedReader(PeekedStream(b"", io.BytesIO(path.read_bytes()))), "<stdin>")  # not seekable: held
     assert [m.source_id for m in piped.messages] == [m.source_id for m in zipped.messages]
 
 
@@ -634,7 +634,7 @@ def test_the_cli_names_every_format_the_importers_read():
 
 def test_peek_puts_back_what_it_read_from_a_pipe():
     data = bytes(range(256)) * 100
-    pipe = io.BufferedReader(Replay(b"", io.BytesIO(data)))  # not seekable, like stdin
+    pipe = io.BufferedReader(PeekedStream(b"", io.BytesIO(data)))  # not seekable, like stdin
     assert not pipe.seekable()
     head, stream = peek(pipe, 1000)
     assert head == data[:1000] and stream.read() == data

@@ -86,7 +86,7 @@ def test_a_model_error_stops_them_all_and_is_logged():
 
 def test_narrate_many_gives_one_draft_per_group_and_falls_back_per_group():
     from nemori_cli.domain import Message
-    from nemori_cli.importers.native import parse_timestamp
+    from nemori_cli.importers.jsonl import parse_timestamp
     from nemori_cli.pipeline.narrate import narrate_many
     from nemori_cli.pipeline.partition import Group
     from tests.unit.fake_ingest import conversation

@@ -10,13 +10,8 @@ from pathlib import Path
 import pytest
 
 from nemori_cli.errors import InputError
-from nemori_cli.importers.native import (
-    list_locomo_samples,
-    parse_locomo_datetime,
-    parse_timestamp,
-    read_jsonl,
-    read_locomo,
-)
+from nemori_cli.importers.jsonl import parse_timestamp, read_jsonl
+from nemori_cli.importers.locomo import list_locomo_samples, parse_locomo_datetime, read_locomo
 
 SRC = "chat.jsonl"
 LOCOMO_DEV = Path("/work/shared/data/locomo/locomo-dev.json")

@@ -261,7 +261,7 @@ def test_users_run_at_once_with_the_write_lock_free_while_the_model_answers(endp
     three = ingest_users(tmp_path / "three.db", inputs, workers=3)
     assert endpoint.most == 3
     # Calls made from inside different users' units of work were in flight together: no unit held
-    # SQLite's one write lock while the model answered (llm/inflight.Replay, which asks one at a time).
+    # SQLite's one write lock while the model answered (llm/inflight.ReplayBackend, which asks one at a time).
     assert endpoint.most_after >= 2
     assert {u: r.episodes for u, r in three.items()} == {u: r.episodes for u, r in one.items()}
     assert all(r.pending == 0 and r.facts > 0 for r in three.values())
@@ -305,7 +305,7 @@ def test_complete_together_sends_at_once_only_where_each_answer_is_the_one_given
 
     from nemori_cli.llm.base import StructuredLLM
     from nemori_cli.llm.fake import FakeBackend
-    from nemori_cli.llm.inflight import SlotBackend, Slots
+    from nemori_cli.llm.inflight import RequestSlots, SlotBackend
     from nemori_cli.stages import Stage
 
     class Verdict(BaseModel):
@@ -315,7 +315,7 @@ def test_complete_together_sends_at_once_only_where_each_answer_is_the_one_given
     alone = FakeBackend(default=lambda messages, schema: {"outdated": messages[-1]["content"].endswith("1")})
     assert not hasattr(alone, "exact_many")  # a batched decoder (llama.cpp --parallel) rounds otherwise: one after another
     one_by_one = StructuredLLM(alone).complete_together(prompts, schema=Verdict, stage=Stage("t", 16))
-    slots = Slots(3)
+    slots = RequestSlots(3)
     together = StructuredLLM(SlotBackend(alone, slots)).complete_together(prompts, schema=Verdict, stage=Stage("t", 16))
     assert [a.value.outdated for a in together] == [a.value.outdated for a in one_by_one] == [False, True, False]
     assert slots.most >= 1 and slots.busy == 0

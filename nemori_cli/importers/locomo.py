@@ -1,15 +1,10 @@
-"""Turn input files into IncomingMessages: JSON Lines and LoCoMo.
+"""Read LoCoMo files (a JSON list of samples, each a conversation in dated sessions) into IncomingMessages.
 
 Every problem a user can cause becomes one InputError line that names the
-source (and, for JSONL, the 1-based line), what is wrong and what is expected,
-so the CLI can print it as is. Readers take bytes, not text, so an encoding
-problem is reported where it is instead of as a decoder traceback.
-
-JSONL: one object per line, blank lines skipped. ``speaker`` (alias ``role``),
-``content`` (alias ``text``), ``timestamp`` (ISO 8601; a trailing Z means UTC),
-optional ``id`` and ``session`` (string or integer). Other fields are ignored.
-The timestamp has no aliases on purpose: guessing at ``time``/``date`` would
-silently accept files whose times mean something else.
+source (and the sample, session and turn), what is wrong and what is
+expected, so the CLI can print it as is. The reader takes bytes, not text, so
+an encoding problem is reported where it is instead of as a decoder traceback.
+``--sessions A-B`` (parse_session_range, in_sessions) keeps some sessions only.
 """
 
 from __future__ import annotations
@@ -22,13 +17,11 @@ from datetime import datetime, timedelta
 from nemori_cli.domain import IncomingMessage
 from nemori_cli.errors import InputError
 from nemori_cli.importers.common import decode as _decode
-from nemori_cli.importers.common import parse_iso as parse_timestamp
+from nemori_cli.importers.common import loads as _loads
 from nemori_cli.importers.common import quote as _quote
 from nemori_cli.importers.common import valid_text as _valid_text
 
 _BOM = b"\xef\xbb\xbf"
-_TS_EXAMPLE = "ISO 8601, e.g. 2023-05-08T13:56:00"
-_ONE_OBJECT = "expected one JSON object per line"
 _LOCOMO_FILE = "expected a LoCoMo file (a JSON list of samples)"
 _LOCOMO_DATE = "expected a date like '1:56 pm on 8 May, 2023'"
 _TURN = "expected {speaker, dia_id, text}"
@@ -46,14 +39,6 @@ _MONTHS = {
 # ASCII digits only, and few enough for int(): the number orders the sessions,
 # the key itself (session_01 stays session_01) is what is read.
 _SESSION_KEY = re.compile(r"session_([0-9]{1,9})")
-_JSON_KINDS = {
-    list: "array",
-    str: "string",
-    int: "number",
-    float: "number",
-    bool: "boolean",
-    type(None): "null",
-}
 
 
 def parse_locomo_datetime(value: str) -> datetime:
@@ -71,98 +56,6 @@ def parse_locomo_datetime(value: str) -> datetime:
         raise ValueError(f"{_quote(value)} is not a LoCoMo date; {_LOCOMO_DATE}")
     hour = hour % 12 + (12 if ampm.lower() == "p" else 0)  # 12 am is 0h, 12 pm is 12h
     return datetime(int(year), month, int(day), hour, minute)
-
-
-def _loads(text: str) -> object:
-    """json.loads, with what it raises besides JSONDecodeError made into a ValueError with a short reason."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        raise
-    except RecursionError:
-        raise ValueError("nested too deeply") from None
-    except ValueError:  # e.g. an integer of more than 4300 digits
-        raise ValueError("a number too long to read") from None
-
-
-def _opt_key(obj: dict, name: str, where: str) -> str | None:
-    """id/session: a string or an integer (bool is not a number here)."""
-    value = obj.get(name)
-    if value is None:
-        return None
-    if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
-    if isinstance(value, str) and value.strip():
-        return _valid_text(value, where, name)
-    raise InputError(f"{where}: '{name}' is {_quote(value)}; expected a non-empty string or an integer")
-
-
-def _text_field(obj: dict, names: tuple[str, str], where: str, what: str) -> str:
-    key = names[0] if names[0] in obj else names[1]
-    if key not in obj:
-        raise InputError(f"{where}: no '{names[0]}' (or '{names[1]}'); each line needs {what}")
-    value = obj[key]
-    if not isinstance(value, str):
-        raise InputError(f"{where}: '{key}' is {_quote(value)}; expected a string")
-    if not value.strip():
-        raise InputError(f"{where}: '{key}' is empty; expected {what}")
-    return _valid_text(value, where, key)
-
-
-def read_jsonl(stream: typing.BinaryIO, source_name: str, *, default_timestamp: datetime | None = None) -> list[IncomingMessage]:
-    """Read JSON Lines; ``default_timestamp`` fills only missing timestamps."""
-    messages: list[IncomingMessage] = []
-    seen_ids: dict[str, int] = {}
-    for lineno, raw in enumerate(stream, 1):
-        where = f"{source_name}:{lineno}"
-        if lineno == 1 and raw.startswith(_BOM):
-            raw = raw[len(_BOM) :]  # editors on Windows add one; it is not content
-        text = _decode(raw.rstrip(b"\r\n"), source_name, lineno)
-        if not text.strip():
-            continue
-        try:
-            obj = _loads(text)
-        except json.JSONDecodeError as e:
-            raise InputError(f"{where}: not valid JSON ({e.msg} at column {e.colno}); {_ONE_OBJECT}") from None
-        except ValueError as e:
-            raise InputError(f"{where}: not usable JSON ({e}); {_ONE_OBJECT}") from None
-        if not isinstance(obj, dict):
-            kind = _JSON_KINDS.get(type(obj), "value")
-            raise InputError(f"{where}: a JSON {kind}, not an object; {_ONE_OBJECT}")
-        speaker = _text_field(obj, ("speaker", "role"), where, "a speaker name")
-        content = _text_field(obj, ("content", "text"), where, "the message text")
-        stamp = obj.get("timestamp")
-        if stamp is None:
-            if default_timestamp is None:
-                raise InputError(f"{where}: no 'timestamp' ({_TS_EXAMPLE}); pass --default-timestamp to supply one")
-            timestamp = default_timestamp
-        else:
-            try:
-                if not isinstance(stamp, str):
-                    raise ValueError
-                timestamp = parse_timestamp(stamp)
-            except ValueError:
-                raise InputError(f"{where}: 'timestamp' {_quote(stamp)} is not a date-time; expected {_TS_EXAMPLE}") from None
-        source_id = _opt_key(obj, "id", where)
-        if source_id is not None:
-            if source_id in seen_ids:
-                raise InputError(
-                    f"{where}: id {_quote(source_id)} already used on line {seen_ids[source_id]}; expected ids unique within one input"
-                )
-            seen_ids[source_id] = lineno
-        messages.append(
-            IncomingMessage(
-                speaker=speaker,
-                content=content,
-                timestamp=timestamp,
-                source_id=source_id,
-                session=_opt_key(obj, "session", where),
-                line=lineno,
-            )
-        )
-    if not messages:
-        raise InputError(f"{source_name}: no messages (empty input)")
-    return messages
 
 
 def load_locomo_samples(stream: typing.BinaryIO, source_name: str) -> list[dict]:

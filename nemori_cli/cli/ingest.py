@@ -53,7 +53,7 @@ class BuildWhen(str, Enum):
 
 # `--build auto` builds in the same run when the estimated model time (the dry run's, at this database's
 # rates when it has any) is at most this; more, and the messages are only stored and indexed, searchable
-# at once, and `nemori build` makes their memory. Why this figure: docs/PERFORMANCE.md, "Searchable first".
+# at once, and `nemori build` makes their memory. Why this figure: docs/PERFORMANCE.md, section 11.
 AUTO_BUILD_NOW_S = 120.0
 
 

@@ -52,7 +52,7 @@ class SentenceTransformerEmbedder:
 
     def embed_query(self, text: str) -> np.ndarray:
         # One short text: calling the module stack directly skips encode()'s
-        # batching machinery, about 6 ms of a ~23 ms query on 2 cores.
+        # batching machinery, a sizeable share of a query's time on a CPU.
         import torch
 
         with torch.inference_mode():

@@ -36,8 +36,8 @@ if TYPE_CHECKING:  # imported when first needed
 
 
 def default_threads() -> int:
-    # Two llama.cpp workers spin-waiting on two cores slow each other ~10x;
-    # use the cores this process may actually run on.
+    # llama.cpp threads spin-wait: more of them than the cores this process may run on slow each other badly;
+    # use exactly those cores.
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # macOS

@@ -192,6 +192,7 @@ def _benchmark(name: str):
 
 
 def _report(log, json_out: bool) -> None:
+    from nemori_cli.bench import charts
     from nemori_cli.bench import report as reporting
 
     benchmark = log.config["benchmark"]
@@ -201,6 +202,7 @@ def _report(log, json_out: bool) -> None:
     report = reporting.build(records, log.config, benchmark=benchmark, groups=groups, score_keys=score_keys)
     report["dropped_lines"] = log.dropped_lines
     text = reporting.markdown(report, groups=groups, score_keys=score_keys, title=title)
+    text += charts.markdown(charts.write(log.out, report, groups=groups, score_key=score_keys[0]))
     reporting.write(log.out, report, text)
     if json_out:
         print_json(report)

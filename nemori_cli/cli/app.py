@@ -11,7 +11,19 @@ import sys
 import typer
 
 from nemori_cli import __version__
-from nemori_cli.cli import bench_cmd, build_cmd, doctor_cmd, export_cmd, forget_cmd, ingest, inspect_cmd, mcp_cmd, models_cmd, query
+from nemori_cli.cli import (
+    bench_cmd,
+    build_cmd,
+    doctor_cmd,
+    export_cmd,
+    forget_cmd,
+    ingest,
+    inspect_cmd,
+    mcp_cmd,
+    models_cmd,
+    query,
+    view_cmd,
+)
 from nemori_cli.errors import NemoriError
 
 app = typer.Typer(
@@ -48,6 +60,7 @@ app.command("models")(models_cmd.models_cmd)
 app.command("doctor")(doctor_cmd.doctor_cmd)
 app.add_typer(bench_cmd.bench_app, name="bench")
 app.command("mcp")(mcp_cmd.mcp_cmd)
+app.command("view")(view_cmd.view_cmd)
 
 
 def _click_exceptions():

@@ -122,6 +122,14 @@ def last_before(db: Store, user: str, epoch: float | None = None) -> float | Non
     return None if row is None or row["t"] is None else float(row["t"])
 
 
+def span(db: Store, user: str) -> tuple[float | None, float | None]:
+    """When the user's first and last messages were said, in epoch seconds; (None, None) without any."""
+    row = db.one("SELECT min(ts_epoch) AS first, max(ts_epoch) AS last FROM messages WHERE user_id = ?", (user,))
+    if row is None or row["first"] is None:
+        return None, None
+    return float(row["first"]), float(row["last"])
+
+
 def count_pending(db: Store, user: str) -> int:
     return backlog(db, user).messages
 

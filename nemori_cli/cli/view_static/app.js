@@ -159,6 +159,9 @@ async function start() {
   document.getElementById("zoom").addEventListener("change", drawTimeline);
   document.getElementById("asof").addEventListener("change", onSlide);
   await load();
+  // A link may name what to open: #E3 (an episode) or #F7 (a fact).
+  const wanted = /^#([EF])(\d+)$/.exec(window.location.hash);
+  if (wanted) await (wanted[1] === "E" ? showEpisode(Number(wanted[2])) : showFact(Number(wanted[2])));
 }
 
 document.addEventListener("DOMContentLoaded", start);

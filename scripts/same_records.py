@@ -14,15 +14,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
 TIMINGS = {"seconds", "answer_ms", "search_ms", "db_bytes", "resumed", "ms"}
+# A note may say how long something took ("core of 1380 tokens read in 5.7 s"): its words must match, not its clock.
+_SECONDS_IN_TEXT = re.compile(r"\b\d+(?:\.\d+)? s\b")
 
 
 def _strip(value):
     if isinstance(value, dict):
-        return {k: _strip(v) for k, v in value.items() if k not in TIMINGS}
+        return {
+            k: _SECONDS_IN_TEXT.sub("N s", v) if k == "note" and isinstance(v, str) else _strip(v)
+            for k, v in value.items()
+            if k not in TIMINGS
+        }
     if isinstance(value, list):
         return [_strip(v) for v in value]
     return value

@@ -21,7 +21,7 @@ from nemori_cli.llm.base import ChatBackend, StructuredLLM
 from nemori_cli.modelfiles import embedder_path, gguf_path
 from nemori_cli.store.contract import Store
 from nemori_cli.store.engines import open_store
-from nemori_cli.store.sqlite_files import refuse_foreign, refuse_read_only, refuse_unusable
+from nemori_cli.store.sqlite_files import refuse_foreign, refuse_read_only, refuse_special, refuse_unusable
 
 if TYPE_CHECKING:
     from nemori_cli.llm.llamacpp import LlamaCppBackend
@@ -194,6 +194,8 @@ class Session:
 
     def __init__(self, settings: Settings, *, create: bool = False, write: bool = False):
         self.settings, self.create = settings, create
+        if not settings.db_url:
+            refuse_special(settings.db_path)  # every command, reads too: before an embedder or a model loads
         if (create or write) and not settings.db_url:  # a command that writes learns now, before any model loads, that it cannot
             refuse_unusable(settings.db_path, create=create)
             refuse_read_only(settings.db_path)

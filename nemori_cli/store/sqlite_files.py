@@ -6,16 +6,45 @@ written, so a wrong --db costs nothing and changes nothing.
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from pathlib import Path
 
 import apsw
 
 from nemori_cli.errors import StoreError
 
+# What a path that is not a regular file is, in words, for the refusal (stat's file types).
+_SPECIAL = (
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def refuse_special(path: Path) -> None:
+    """Refuse a path that is not a regular file (a device, a FIFO, a socket, a loop of links) by what it is.
+
+    Before SQLite touches it: SQLite would block on a FIFO, and would write
+    its rollback journal beside a device (``/dev/null-journal`` in /dev).
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise StoreError(f"{path} is a loop of symbolic links, not a database file (--db / NEMORI_DB)") from None
+        mode = None  # not there (yet): the checks below say what that means for this command
+    if mode is not None:
+        for test, what in _SPECIAL:
+            if test(mode):
+                raise StoreError(f"{path} is {what}, not a database file (--db / NEMORI_DB); give the path of a file")
+
 
 def refuse_unusable(path: Path, *, create: bool) -> None:
     """Refuse, before anything is opened or loaded, a path a command cannot use: one StoreError line."""
+    refuse_special(path)
     if path.is_dir():
         raise StoreError(f"{path} is a directory, not a database file (--db / NEMORI_DB)")
     if not path.exists():

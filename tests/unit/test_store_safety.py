@@ -80,6 +80,50 @@ def test_a_directory_given_as_the_database_is_named_as_one(tmp_path):
     assert run.returncode == 4 and "is a directory" in one_clear_line(run)
 
 
+# -- special files: refused by what they are, at once, nothing written beside them --------------
+
+
+def _special(kind: str, tmp_path):
+    import socket
+
+    if kind == "fifo":
+        path = tmp_path / "ff"
+        os.mkfifo(path)
+        return path, None
+    if kind == "socket":
+        path = tmp_path / "sock"
+        held = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        held.bind(str(path))
+        return path, held
+    if kind == "loop":
+        (tmp_path / "a").symlink_to(tmp_path / "b")
+        (tmp_path / "b").symlink_to(tmp_path / "a")
+        return tmp_path / "a", None
+    return __import__("pathlib").Path("/dev/null"), None
+
+
+@pytest.mark.parametrize(
+    ("kind", "said"),
+    [("fifo", "a named pipe (FIFO)"), ("socket", "a socket"), ("loop", "a loop of symbolic links"), ("devnull", "a character device")],
+)
+@pytest.mark.parametrize("command", [["search", "cat"], ["stats"], ["ingest", str(REPO / "examples" / "chat.jsonl")]])
+def test_a_special_file_as_the_database_is_refused_by_what_it_is(tmp_path, kind, said, command):
+    path, held = _special(kind, tmp_path)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    journal_before = os.path.exists("/dev/null-journal")
+    try:
+        started = time.monotonic()
+        run = nemori(*command, "--db", str(path))
+        line = one_clear_line(run)
+        assert run.returncode == 4 and f"is {said}, not a database file" in line, line
+        assert time.monotonic() - started < 60  # a FIFO does not stall a read until something writes to it
+    finally:
+        if held is not None:
+            held.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # no -journal, -wal or -shm beside it
+    assert os.path.exists("/dev/null-journal") == journal_before
+
+
 def test_ingest_into_another_applications_file_is_refused_before_a_model_loads(foreign, tmp_path):
     chat = tmp_path / "chat.jsonl"
     chat.write_text('{"speaker": "Ann", "content": "hello", "timestamp": "2024-03-01T10:00:00"}\n')

@@ -16,7 +16,7 @@ from nemori_cli.errors import ConfigError, InputError
 from nemori_cli.importers import chatgpt, claude, detect, jsonl, locomo, longmemeval, openai_messages, telegram, whatsapp
 from nemori_cli.importers.collect import OUT_OF_DATES, Imported
 from nemori_cli.importers.common import quote
-from nemori_cli.importers.peek import peek
+from nemori_cli.importers.peek import as_utf8, peek
 from nemori_cli.importers.selection import Selection
 
 EXPORTS = {
@@ -40,6 +40,7 @@ def read(
     sessions: str | None = None,
 ) -> Imported:
     """Every problem is an InputError (the input) or a ConfigError (the flags), each one line."""
+    stream = as_utf8(stream, source)  # a UTF-16 export (a Windows editor's "Unicode") reads as UTF-8
     if fmt == "auto":
         head, stream = peek(stream, detect.PEEK)
         fmt = detect.detect(head, source)

@@ -60,3 +60,56 @@ def without_bom(stream: typing.BinaryIO) -> typing.BinaryIO:
     if head == BOM:
         stream.read(len(BOM))
     return stream
+
+
+UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")  # little- and big-endian: what Windows editors write as "Unicode"
+
+
+class Utf8FromText(io.RawIOBase):
+    """The UTF-8 bytes of a text stream: a UTF-16 file read by the importers, which all read UTF-8."""
+
+    def __init__(self, text: typing.TextIO):
+        self._text = text
+        self._pending = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while not self._pending:
+            chunk = self._text.read(16_384)
+            if not chunk:
+                return 0
+            # surrogatepass: a lone surrogate reaches the readers, whose own checks name it and its line.
+            self._pending = chunk.encode("utf-8", "surrogatepass")
+        n = min(len(buffer), len(self._pending))
+        buffer[:n] = self._pending[:n]
+        self._pending = self._pending[n:]
+        return n
+
+
+def as_utf8(stream: typing.BinaryIO, source_name: str) -> typing.BinaryIO:
+    """The input as UTF-8 bytes: UTF-16 with its byte order mark is transcoded; anything else is left as it is."""
+    head, stream = peek(stream, 2)
+    if head not in UTF16_BOMS:
+        return stream
+    text = io.TextIOWrapper(stream, encoding="utf-16", errors="strict", newline="")
+    return io.BufferedReader(_Utf16Errors(Utf8FromText(text), source_name))
+
+
+class _Utf16Errors(io.RawIOBase):
+    """A UTF-16 file that is not (a truncated pair, a lone half) becomes one line naming it, as a bad UTF-8 byte does."""
+
+    def __init__(self, inner: io.RawIOBase, source_name: str):
+        self._inner, self._source = inner, source_name
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        from nemori_cli.errors import InputError
+
+        try:
+            return self._inner.readinto(buffer) or 0
+        except UnicodeDecodeError as e:
+            raise InputError(f"{self._source}: starts as UTF-16 text but is not UTF-16 ({e.reason}); save it again as UTF-8") from None

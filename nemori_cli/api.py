@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from nemori_cli import deps
 from nemori_cli.config import Settings
-from nemori_cli.domain import Answer, Episode, Fact, Hit, IncomingMessage, Note
+from nemori_cli.domain import Answer, Episode, Fact, Hit, IncomingMessage, Note, Usage
 from nemori_cli.errors import ConfigError, InputError, NemoriError, StoreError
 from nemori_cli.importers.collect import Imported
 from nemori_cli.importers.given import read_export, read_messages, shown_name
@@ -499,7 +499,9 @@ class Memory:
         that day is "today" unless ``today`` says otherwise.
         """
         from nemori_cli.memory.profile import mode_of
+        from nemori_cli.prompts.answer import NOT_MENTIONED
         from nemori_cli.retrieval.answer import ask
+        from nemori_cli.store import messages as message_sql
         from nemori_cli.store import telemetry
 
         text = _query_text(question, "question")
@@ -507,6 +509,10 @@ class Memory:
         session = self._session("read")
         session.check_answer_model()  # an unknown preset is refused before anything loads
         _ = session.db  # then a missing database, before any endpoint is probed
+        if not message_sql.any_for(session.db, self.user):
+            # A user with no memory (a name given by mistake): the answer is known without a search or a
+            # model, so none loads; and nothing is written, so a read leaves no trace under a made-up name.
+            return Answer(text, NOT_MENTIONED, (), Usage(), 0.0, 0.0, abstained=True)
         session.check_answer_endpoint()  # only probed: a dead endpoint fails before the embedder loads
         if search_options.core and search_options.layout == "timeline" and mode_of(session.db).reads_core:
             answer, llm = self._ask_core(session, text, search_options, _day(today))

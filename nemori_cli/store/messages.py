@@ -122,6 +122,11 @@ def last_before(db: Store, user: str, epoch: float | None = None) -> float | Non
     return None if row is None or row["t"] is None else float(row["t"])
 
 
+def any_for(db: Store, user: str) -> bool:
+    """Whether the user has any message at all: a user with none has no memory to read."""
+    return bool(db.scalar("SELECT EXISTS (SELECT 1 FROM messages WHERE user_id = ?) AS found", (user,)))
+
+
 def span(db: Store, user: str) -> tuple[float | None, float | None]:
     """When the user's first and last messages were said, in epoch seconds; (None, None) without any."""
     row = db.one("SELECT min(ts_epoch) AS first, max(ts_epoch) AS last FROM messages WHERE user_id = ?", (user,))

@@ -13,6 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from nemori_cli.cli.render import visible
 from nemori_cli.dates import format_date
 from nemori_cli.domain import Episode, Fact, Note, to_epoch
 
@@ -53,8 +54,8 @@ def _month_title(ts: datetime) -> str:
 
 
 def _line(text: str) -> str:
-    """Text on one line (a title in a heading, a fact in a list)."""
-    return " ".join(text.split()) or "(untitled)"
+    """Text on one line (a title in a heading, a fact in a list), control characters shown as \\xNN."""
+    return " ".join(visible(text).split()) or "(untitled)"
 
 
 def render(memory: Memory) -> dict[str, str]:
@@ -87,7 +88,7 @@ def render(memory: Memory) -> dict[str, str]:
 
 
 def _episode(e: Episode, facts: list[Fact], notes: list[Note], all_facts: dict[int, Fact], episodes: dict[int, Episode]) -> str:
-    out = [f'<a id="e{e.id}"></a>', f"## {span(e.start, e.end)} · {_line(e.title)}", "", e.narrative.strip(), ""]
+    out = [f'<a id="e{e.id}"></a>', f"## {span(e.start, e.end)} · {_line(e.title)}", "", visible(e.narrative.strip()), ""]
     known = [_fact(f, all_facts, episodes) for f in sorted(facts, key=lambda f: f.id)] + [f"- {_line(n.content)}" for n in notes]
     if known:
         out += ["**Facts drawn from it:**", "", *known, ""]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from typing import Any
 
@@ -133,11 +134,22 @@ def stamp(ts) -> str:
     return text + (" UTC" if not offset else f" {ts:%z}"[:-2] + ":" + f"{ts:%z}"[-2:])
 
 
+# Control characters other than newline and tab (C0, DEL, C1): stored as given, since the memory keeps
+# what was said, but never sent raw to a terminal or a Markdown file, where a NUL makes grep call the
+# output binary and an escape sequence would drive the terminal. --json escapes them itself (\u0000).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def visible(text: str) -> str:
+    """``text`` with each control character (newline and tab aside) written as \\xNN."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group(0)):02x}", text)
+
+
 def esc(text: object) -> str:
-    """Memory text printed through rich: "[7 May 2023]" must show, not be read as markup."""
+    """Memory text printed through rich: "[7 May 2023]" must show, not be read as markup; control characters shown as \\xNN."""
     from rich.markup import escape
 
-    return escape(str(text))
+    return escape(visible(str(text)))
 
 
 def console(stderr: bool = False):

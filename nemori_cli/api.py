@@ -55,6 +55,7 @@ METHOD_FLAGS = ("memory", "distill", "integrate", "facts", "index", "partition")
 # Messages given to `ingest` get this id namespace, so the ids a program
 # chooses never collide with those of a file ingested from the shell.
 API_NAMESPACE = "api:"
+MAX_ID = 2**63 - 1  # the stores' integers are 64-bit: a larger id is refused here, not by the driver
 
 
 @dataclass(frozen=True)
@@ -423,8 +424,8 @@ class Memory:
                 raise ConfigError("forget('user') takes no id")
             args: tuple = ()
         elif kind in ("episode", "fact", "note"):
-            if not isinstance(item_id, int) or isinstance(item_id, bool):
-                raise ConfigError(f"forget({kind!r}) needs the {kind}'s id (an integer)")
+            if not isinstance(item_id, int) or isinstance(item_id, bool) or abs(item_id) > MAX_ID:
+                raise ConfigError(f"forget({kind!r}) needs the {kind}'s id (an integer of at most {MAX_ID})")
             args = (item_id,)
         else:
             raise ConfigError(f"forget: {kind!r} is not one of episode, fact, note, user")
@@ -593,7 +594,7 @@ class Memory:
         """One episode with its messages; StoreError when this user has none with that id."""
         from nemori_cli.store import episodes as episode_sql
 
-        found = episode_sql.get(self._session("read").db, self.user, episode_id)
+        found = None if abs(episode_id) > MAX_ID else episode_sql.get(self._session("read").db, self.user, episode_id)
         if found is None:
             raise StoreError(f"no episode {episode_id} for user {self.user}")
         return found

@@ -142,7 +142,7 @@ def _inherited(ctx: typer.Context, db_path: str | None, user: str | None, json_o
 @forget_app.command("episode")
 def episode_cmd(
     ctx: typer.Context,
-    episode_id: Annotated[int, typer.Argument(help="Episode id (see `inspect episodes`).")],
+    episode_id: Annotated[int, typer.Argument(help="Episode id (see `inspect episodes`).", max=opt.MAX_ID)],
     db_path: opt.Db = None,
     user: opt.User = None,
     json_out: opt.Json = False,
@@ -154,7 +154,7 @@ def episode_cmd(
 @forget_app.command("fact")
 def fact_cmd(
     ctx: typer.Context,
-    fact_id: Annotated[int, typer.Argument(help="Fact id (see `inspect facts --all`).")],
+    fact_id: Annotated[int, typer.Argument(help="Fact id (see `inspect facts --all`).", max=opt.MAX_ID)],
     db_path: opt.Db = None,
     user: opt.User = None,
     json_out: opt.Json = False,
@@ -166,7 +166,7 @@ def fact_cmd(
 @forget_app.command("note")
 def note_cmd(
     ctx: typer.Context,
-    note_id: Annotated[int, typer.Argument(help="Note id (see `inspect notes`).")],
+    note_id: Annotated[int, typer.Argument(help="Note id (see `inspect notes`).", max=opt.MAX_ID)],
     db_path: opt.Db = None,
     user: opt.User = None,
     json_out: opt.Json = False,

@@ -84,7 +84,7 @@ def episodes_cmd(
 
 @inspect_app.command("episode")
 def episode_cmd(
-    episode_id: Annotated[int, typer.Argument(help="Episode id (see `inspect episodes`).")],
+    episode_id: Annotated[int, typer.Argument(help="Episode id (see `inspect episodes`).", max=opt.MAX_ID)],
     db_path: opt.Db = None,
     user: opt.User = None,
     json_out: opt.Json = False,
@@ -147,7 +147,7 @@ def facts_cmd(
 
 @inspect_app.command("fact")
 def fact_cmd(
-    fact_id: Annotated[int, typer.Argument(help="Fact id (see `inspect facts`).")],
+    fact_id: Annotated[int, typer.Argument(help="Fact id (see `inspect facts`).", max=opt.MAX_ID)],
     db_path: opt.Db = None,
     user: opt.User = None,
     json_out: opt.Json = False,
@@ -184,7 +184,7 @@ def notes_cmd(
 
 @inspect_app.command("note")
 def note_cmd(
-    note_id: Annotated[int, typer.Argument(help="Note id (see `inspect notes`).")],
+    note_id: Annotated[int, typer.Argument(help="Note id (see `inspect notes`).", max=opt.MAX_ID)],
     db_path: opt.Db = None,
     user: opt.User = None,
     json_out: opt.Json = False,

@@ -61,6 +61,10 @@ Workers = Annotated[
 Window = Annotated[int, typer.Option(min=2, max=200, help="Messages per window (the paper's w).")]
 
 
+# The largest id a store can hold (SQLite's and PostgreSQL's integers are 64-bit): a larger one is a usage error, not a crash.
+MAX_ID = 2**63 - 1
+
+
 def settings(db_path: str | None, user: str | None, model: str | None = None, embedder: str | None = None) -> Settings:
     return Settings.from_env(db=db_path, user=user, model=model, embedder=embedder)
 

@@ -241,7 +241,12 @@ def build(memories: Memories):
     @tool("Forget a memory", read_only=False, destructive=True)
     def forget(
         kind: Annotated[Literal["episode", "fact", "note"], Field(description="What to delete.")],
-        id: Annotated[int, Field(ge=1, description="Its id, as recall gives it.")],
+        id: Annotated[
+            int,
+            # strict: "1" is not an id (lax pydantic would read it as 1 and delete that item);
+            # le: SQLite's integers are 64-bit, a larger one is refused here, not by the driver.
+            Field(ge=1, le=2**63 - 1, strict=True, description="Its id, as recall gives it."),
+        ],
         user: UserArg = None,
     ) -> Forgotten:
         """Delete one episode (with its messages and the facts only it supports), fact or note, for good: it is scrubbed from the file."""

@@ -16,6 +16,7 @@ first use: `search` needs only the embedder, `ask` and `ingest` the LLM too.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -101,6 +102,17 @@ class Retrieval:
     as_of: datetime | None
 
 
+def _one_at_a_time(method: Callable[..., Any]) -> Any:
+    """A Memory method that waits for the call another thread is making on the same Memory."""
+
+    @functools.wraps(method)
+    def run(self: Memory, *args: Any, **kwargs: Any) -> Any:
+        with self._calls:
+            return method(self, *args, **kwargs)
+
+    return run
+
+
 class Memory:
     """One user's memory in one SQLite file.
 
@@ -168,6 +180,10 @@ class Memory:
         # flag that disagrees with the record is refused by memory/profile.resolve.
         self.method, self.window, self.neighbours = method, window, neighbours
         self._open: tuple[str, deps.Session] | None = None
+        # One call at a time: the store's connection and the loaded model are one each, and SQLite's
+        # connection refuses two threads in it at once. A second thread waits; for reads in parallel,
+        # give each thread a Memory of its own (connections of their own).
+        self._calls = threading.RLock()
         self.last_core = None  # what the last `ask` did to have its core context in the model (retrieval/core_cache.Prepared)
 
     # -- plumbing ---------------------------------------------------------
@@ -203,6 +219,7 @@ class Memory:
         self._open = (kind, session)
         return session
 
+    @_one_at_a_time
     def close(self) -> None:
         """Close the database; models stay loaded in the process for the next Memory."""
         if self._open is not None:
@@ -217,6 +234,7 @@ class Memory:
 
     # -- writing ----------------------------------------------------------
 
+    @_one_at_a_time
     def ingest(
         self,
         messages: Iterable[Mapping[str, Any] | IncomingMessage] | Imported,
@@ -339,6 +357,7 @@ class Memory:
             on_stored(changed)
         return changed
 
+    @_one_at_a_time
     def build(
         self, *, max_tokens: int | None = None, progress: Progress | None = None, stop: threading.Event | None = None
     ) -> IngestResult:
@@ -366,10 +385,12 @@ class Memory:
             raise BuildRunning(self.settings.store_name, self.user, holder.pid if holder else None)
         return IngestResult.of(report)
 
+    @_one_at_a_time
     def flush(self, *, max_tokens: int | None = None, progress: Progress | None = None) -> IngestResult:
         """`build`, by its older name."""
         return self.build(max_tokens=max_tokens, progress=progress)
 
+    @_one_at_a_time
     def build_state(self, *, eta: bool = True) -> BuildState:
         """How much of this memory is built: pending messages, built through when, the time the rest needs, a running build."""
         from nemori_cli.memory.profile import resolve
@@ -383,6 +404,7 @@ class Memory:
         estimate = deps.build_eta(self.settings, db, window=self.window) if eta else None
         return built.state(db, self.user, profile, eta=estimate, worker_pid=holder.pid if holder else None)
 
+    @_one_at_a_time
     def load_model(self, *, create: bool = True) -> None:
         """Load the model that builds memory now (a missing model or a dead endpoint fails here, before any write).
 
@@ -392,6 +414,7 @@ class Memory:
         check_workers(self.settings)
         _ = self._session("create" if create else "write").llm
 
+    @_one_at_a_time
     def pending(self) -> int:
         """Messages stored but not yet made into memory (an interrupted or budget-stopped ingest leaves some)."""
         from nemori_cli.memory.profile import resolve
@@ -411,6 +434,7 @@ class Memory:
 
         return session.pipeline(self._profile(session), window=self.window, notes=AmemSettings(neighbours=self.neighbours))
 
+    @_one_at_a_time
     def forget(self, kind: ForgetKind | Literal["user"], item_id: int | None = None) -> dict[str, int]:
         """Delete one episode, fact or note for good (``forget("fact", 3)``), or everything of this user (``forget("user")``).
 
@@ -444,6 +468,7 @@ class Memory:
 
     # -- reading ----------------------------------------------------------
 
+    @_one_at_a_time
     def search(
         self,
         query: str,
@@ -463,6 +488,7 @@ class Memory:
         """
         return self.retrieve(query, profile=profile, options=options, as_of=as_of, **overrides).hits
 
+    @_one_at_a_time
     def retrieve(
         self,
         query: str,
@@ -481,6 +507,7 @@ class Memory:
         hits, ms = search(session.db, self.user, session.embedder, text, search_options)
         return Retrieval(text, hits, ms, search_options.as_of)
 
+    @_one_at_a_time
     def ask(
         self,
         question: str,
@@ -549,6 +576,7 @@ class Memory:
         self.last_core = cache.last  # how the model came to hold the core (None: not needed, or a past moment's)
         return answer, llm
 
+    @_one_at_a_time
     def prepare_core(self):
         """Compute the core context's KV state for the answer model now and save it (`ingest` does at its end; `ask` otherwise does on first use).
 
@@ -567,6 +595,7 @@ class Memory:
         core = core_answer.build_core(session.db, self.user, llm, sizes, PROFILES["core"])
         return session.core_cache.prepare(llm, self.user, core), core
 
+    @_one_at_a_time
     def cited(self, answer: Answer) -> list[Episode]:
         """The episodes an answer cites, in its order (those forgotten since are left out)."""
         from nemori_cli.store import episodes as episode_sql
@@ -574,6 +603,7 @@ class Memory:
         found = episode_sql.by_ids(self._session("read").db, self.user, list(answer.cited))
         return [found[i] for i in answer.cited if i in found]
 
+    @_one_at_a_time
     def episodes(
         self,
         *,
@@ -590,6 +620,7 @@ class Memory:
             db, self.user, include_superseded=include_superseded, with_messages=with_messages, limit=limit, as_of=_moment(as_of)
         )
 
+    @_one_at_a_time
     def episode(self, episode_id: int) -> Episode:
         """One episode with its messages; StoreError when this user has none with that id."""
         from nemori_cli.store import episodes as episode_sql
@@ -599,6 +630,7 @@ class Memory:
             raise StoreError(f"no episode {episode_id} for user {self.user}")
         return found
 
+    @_one_at_a_time
     def facts(self, *, include_superseded: bool = False, limit: int | None = None, as_of: str | datetime | None = None) -> list[Fact]:
         """Semantic facts (superseded ones, with what replaced them, on request; with ``as_of``, those valid then)."""
         from nemori_cli.store import facts as fact_sql
@@ -606,12 +638,14 @@ class Memory:
         db = self._session("read").db
         return fact_sql.list_all(db, self.user, include_superseded=include_superseded, limit=limit, as_of=_moment(as_of))
 
+    @_one_at_a_time
     def notes(self, *, limit: int | None = None) -> list[Note]:
         """A-MEM notes (memory modes amem and nemori+amem), with their links."""
         from nemori_cli.store import notes as note_sql
 
         return note_sql.list_all(self._session("read").db, self.user, limit=limit)
 
+    @_one_at_a_time
     def stats(self) -> dict[str, int]:
         """Rows stored for this user, table by table."""
         from nemori_cli.store.forget import stored

@@ -28,6 +28,7 @@ from typing import Any
 import apsw
 import numpy as np
 import sqlite_vec
+from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_random_exponential
 
 from nemori_cli.errors import StoreError
 from nemori_cli.store.asof import Within
@@ -87,12 +88,15 @@ class SqliteStore(StoreBase):
             if not memory and self.path.stat().st_size > 0 and not self._is_nemori():
                 self.conn.close()
                 raise foreign_error(self.path)
-            self.conn.execute("PRAGMA journal_mode = WAL")
+            self._use_wal()
             self.conn.execute("PRAGMA foreign_keys = ON")
             self._migrate()
             self._ensure_vector_tables()
         except apsw.NotADBError:
             raise StoreError(f"{self.path} is not a SQLite database") from None
+        except apsw.BusyError:
+            self.conn.close()
+            raise StoreError(f"{self.path} stayed locked by another process while opening it; nothing was written: rerun") from None
         except (apsw.ReadOnlyError, apsw.CantOpenError) as e:
             raise StoreError(f"{self.path} cannot be written ({e}); nemori needs write access to the file and its folder") from None
         except (apsw.FullError, apsw.IOError) as e:
@@ -102,6 +106,29 @@ class SqliteStore(StoreBase):
         if not memory:
             opened = self.path.stat()
             self._identity = (opened.st_dev, opened.st_ino)
+
+    def _use_wal(self) -> None:
+        """Switch a new file to WAL; two processes making the same new file both try it at once.
+
+        Switching needs the exclusive lock. When both connections hold a read
+        lock and each wants it, SQLite answers BUSY at once without calling the
+        busy handler (waiting could never end), so the busy timeout does not
+        help: CI saw two writers on one new file end in a traceback. Retrying
+        after a short random pause lets one win; the other then finds WAL set.
+        """
+        if str(self.path) == ":memory:":
+            self.conn.execute("PRAGMA journal_mode = WAL")
+            return
+        for attempt in Retrying(
+            retry=retry_if_exception_type(apsw.BusyError),
+            wait=wait_random_exponential(multiplier=0.02, max=0.5),
+            stop=stop_after_delay(BUSY_TIMEOUT_MS / 1000),
+            reraise=True,
+        ):
+            with attempt:
+                mode = self.conn.execute("PRAGMA journal_mode").fetchone()
+                if not mode or next(iter(mode.values())) != "wal":
+                    self.conn.execute("PRAGMA journal_mode = WAL")
 
     def _is_nemori(self) -> bool:
         """Whether this file holds nemori's schema (or nothing at all yet)."""

@@ -7,7 +7,7 @@ NEMORI := $(VENV)/bin/nemori
 STAMP  := $(VENV)/.installed
 DEMO_DB ?= .nemori-demo/demo.db
 
-.PHONY: install demo test check browser view-shot unit integration faults llama-server bench-core bench-search bench-locomo bench-locomo-long bench-longmemeval clean
+.PHONY: install demo test check browser view-shot tool-install unit integration faults llama-server bench-core bench-search bench-locomo bench-locomo-long bench-longmemeval clean
 
 install: $(STAMP)
 
@@ -65,6 +65,12 @@ BUILD_KILLS ?= 10
 faults: install
 	$(PY) scripts/fault_campaign.py --kills $(KILLS) --build-kills $(BUILD_KILLS) --seed 1 --messages 16 --out docs/bench/faults-campaign.json
 	HYPOTHESIS_PROFILE=campaign $(PY) -m pytest -q tests/unit/test_hostile_input.py
+
+# nemori installed as a tool (pipx or uv, TOOL=uv), as a user would, with each step timed
+# (docs/bench/tool-install-TOOL.txt): about 10 minutes, most of it compiling llama.cpp. Not in `test`.
+TOOL ?= pipx
+tool-install:
+	sh scripts/tool_install.sh $(TOOL)
 
 # llama.cpp's OpenAI-compatible server with --parallel slots, built from the llama.cpp that
 # llama-cpp-python vendors (about 10 minutes on 2 cores); not needed by the tests.

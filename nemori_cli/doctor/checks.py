@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from nemori_cli.config import LLMPreset, Settings
-from nemori_cli.errors import NemoriError
+from nemori_cli.config import LLMPreset, Settings, install_command
+from nemori_cli.errors import ModelNotInstalled, NemoriError
 from nemori_cli.store import capabilities
 
 if TYPE_CHECKING:  # for annotations only: the checks must run even where numpy is broken
@@ -103,7 +103,12 @@ def gguf_file(preset: LLMPreset, cache_dir: Path) -> Check:
     try:
         path = modelfiles.gguf_path(preset, cache_dir)
     except NemoriError as e:
-        return Check("model file", False, e.message, INSTALL_ADVICE if preset.packages else "fix the preset's path in your models.toml")
+        return Check(
+            "model file",
+            False,
+            e.message,
+            f"run `{install_command('model', preset.name)}`" if preset.packages else "fix the preset's path in your models.toml",
+        )
     seconds = time.perf_counter() - started
     size = f"{path.stat().st_size / 1e6:.0f} MB"
     if not preset.sha256:
@@ -167,6 +172,8 @@ def embedder(settings: Settings, build: Callable[[Settings], Embedder]) -> tuple
         started = time.perf_counter()
         vector = model.embed_query("The doctor checks that one sentence can be embedded.")
         ms = (time.perf_counter() - started) * 1000
+    except ModelNotInstalled as e:
+        return Check("embedder", False, e.message, f"run `{install_command('embedder', e.preset)}`"), None
     except NemoriError as e:
         return Check("embedder", False, e.message, INSTALL_ADVICE), None
     except Exception as e:  # torch or sentence-transformers broken: report, do not crash

@@ -42,6 +42,7 @@ OUTPUTS = {
     "inspect messages": ("inspect-messages",),
     "stats": ("stats",),
     "models": ("models",),
+    "models install": ("models-install",),
     "doctor": ("doctor",),
     "forget": ("forget-user", "forget-scrub"),
     "forget episode": ("forget-episode",),
@@ -416,6 +417,14 @@ def test_forget_note(amem):
 
 def test_models(world):
     assert check("models", nemori("models", "--json"))["models"]
+
+
+def test_models_install_of_what_is_there_or_needs_nothing(world, tmp_path, monkeypatch):
+    presets = tmp_path / "models.toml"
+    presets.write_text('[llm.endpoint]\nkind = "openai"\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "m"\n', encoding="utf-8")
+    monkeypatch.setenv("NEMORI_MODELS_FILE", str(presets))
+    rows = check("models-install", nemori("models", "install", "endpoint", "--json"))["installed"]
+    assert rows == [{"role": "model", "name": "endpoint", "outcome": "nothing to install"}]
 
 
 def test_doctor_probed_and_not(monkeypatch, tmp_path):

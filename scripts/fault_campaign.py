@@ -25,6 +25,10 @@ with a real model (`tiny` by default) and checks the file afterwards:
 - **writers**: N `ingest` processes started together on one file, each with
   its own user (and, with --same-user, N copies of one user's chat).
   Checked: every exit 0, no traceback, nothing lost or doubled.
+- **surfaces** (scripts/fault_surfaces.py says what each checks): PostgreSQL
+  stopped mid-ingest and started again (--pg-stops), MCP over stdio with two
+  clients at once and a client killed mid-call (--mcp-kills), special files as
+  --db, and read-only files and folders for a user who is not root.
 
 The checks read the file with apsw directly, not through nemori's code, so
 a bug in nemori's own reading cannot hide a bug in its writing.
@@ -44,6 +48,9 @@ import time
 from pathlib import Path
 
 import apsw
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import fault_surfaces as surfaces  # noqa: E402 - beside this script
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "chat.jsonl"
@@ -248,6 +255,27 @@ def reference(work: Path, env: dict, mode: str) -> dict:
     return {"mode": mode, "seconds": round(time.perf_counter() - started, 1), **check(db, _lines(INPUT), mode)}
 
 
+def run_surfaces(args, rng: random.Random, work: Path, env: dict, record: dict) -> list[dict]:
+    """The trials of scripts/fault_surfaces.py, into record["surfaces"]; returns them all."""
+    found: dict[str, list[dict] | str] = {}
+    try:
+        import pgserver  # noqa: F401 - the dev extra's PostgreSQL in a wheel
+    except ImportError:
+        found["pg_stops"] = "skipped: pgserver is not installed (pip install -e '.[dev]')"
+    else:
+        if args.pg_stops:
+            found["pg_stops"] = surfaces.pg_stop_trials(args.pg_stops, rng, work, env, INPUT)["trials"]
+    found["mcp_two_clients"] = [surfaces.mcp_two_clients(work, env, INPUT)]
+    print(f"mcp two clients: {found['mcp_two_clients'][0]['problems'] or 'ok'}", file=sys.stderr)
+    found["mcp_killed_client"] = surfaces.mcp_killed_client(rng, work, env, INPUT, args.mcp_kills)
+    found["special_files"] = surfaces.special_files(work, env, INPUT)
+    print(f"special files: {sum(not t['problems'] for t in found['special_files'])}/{len(found['special_files'])} clean", file=sys.stderr)
+    found["permissions"] = surfaces.permissions(work, env, INPUT, work / f"reference-{args.modes.split(',')[0]}.db")
+    print(f"permissions: {found['permissions']}", file=sys.stderr)
+    record["surfaces"] = found
+    return [t for trials in found.values() if isinstance(trials, list) for t in trials]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kills", type=int, default=50, help="kill trials in all (split between the modes)")
@@ -258,7 +286,10 @@ def main() -> int:
     parser.add_argument("--model", default="tiny")
     parser.add_argument("--messages", type=int, default=0, help="ingest only the example's first N messages (shorter trials)")
     parser.add_argument("--only-kill9", action="store_true", help="every trial SIGKILL (default: 8 in 10, the rest SIGINT and SIGTERM)")
-    parser.add_argument("--quick", action="store_true", help="4 kill trials and 2 writers: what the test suite runs")
+    parser.add_argument("--pg-stops", type=int, default=10, help="ingests whose PostgreSQL server is stopped mid-way, then resumed")
+    parser.add_argument("--mcp-kills", type=int, default=5, help="MCP clients killed mid-call (after the two-clients trial)")
+    parser.add_argument("--no-surfaces", action="store_true", help="skip PostgreSQL, MCP, special files and permissions")
+    parser.add_argument("--quick", action="store_true", help="4 kill trials, 2 writers, 1 of each surface: what the test suite runs")
     parser.add_argument("--out", type=Path, help="JSON record of every trial")
     args = parser.parse_args()
     if args.quick:
@@ -268,6 +299,7 @@ def main() -> int:
             args.messages or 12,
             0,
         )  # build kills: tests/integration/test_build_later.py
+        args.pg_stops, args.mcp_kills = 1, 1
     rng = random.Random(args.seed)
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("NEMORI_") or k == "NEMORI_CACHE_DIR"}, "NEMORI_MODEL": args.model}
     modes = args.modes.split(",")
@@ -308,7 +340,8 @@ def main() -> int:
             record["build_reference"].pop("memory")
         record["build_kills"] = builds
         record["writers"] = [writers_trial(work, env, int(n), same) for n in args.writers.split(",") if n for same in (False, True)]
-    failed = [t for t in record["kills"] + record["build_kills"] + record["writers"] if t["problems"]]
+        surface_trials = [] if args.no_surfaces else run_surfaces(args, rng, work, env, record)
+    failed = [t for t in record["kills"] + record["build_kills"] + record["writers"] + surface_trials if t["problems"]]
     record["summary"] = {
         "kill_trials": len(record["kills"]),
         "interrupted": sum(t["interrupted"] for t in record["kills"]),
@@ -320,6 +353,12 @@ def main() -> int:
         "build_kills_same_text": sum(t["same_text"] for t in record["build_kills"]),
         "writer_trials": len(record["writers"]),
         "writer_trials_with_problems": sum(bool(t["problems"]) for t in record["writers"]),
+        **{f"{name}_trials": len(trials) for name, trials in record.get("surfaces", {}).items() if isinstance(trials, list)},
+        **{
+            f"{name}_with_problems": sum(bool(t["problems"]) for t in trials)
+            for name, trials in record.get("surfaces", {}).items()
+            if isinstance(trials, list)
+        },
     }
     text = json.dumps(record, indent=1)
     if args.out:

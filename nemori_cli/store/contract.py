@@ -72,6 +72,11 @@ class Store(Protocol):
         """Whether all writers share one lock (SQLite: one per file), rather than one per user (PostgreSQL)."""
         ...
 
+    @property
+    def read_only(self) -> bool:
+        """Whether this store was opened for reading only (a dry run; a read of a file in a read-only folder): writes fail."""
+        ...
+
     # -- rows and meta (store/base.py: the same SQL on every engine) --------------
     def query(self, sql: str, params: Params = ()) -> list[Row]: ...
 

@@ -70,6 +70,7 @@ class PgStore(StoreBase):
 
     engine = "postgresql"
     one_write_lock = False  # a unit of work locks its user only (advisory lock per user)
+    read_only = False
     path: str
     conn: PgConnection
 
@@ -81,6 +82,7 @@ class PgStore(StoreBase):
         self.path = shown_url(url)  # what messages name the store by, as a file's path on SQLite
         self._schema = schema
         self._reading = False
+        self.read_only = read_only
         try:
             # prepare_threshold=None: no server-side prepared statements, so every query is
             # planned for its own values. psycopg prepares a query run 5 times, and PostgreSQL

@@ -12,7 +12,9 @@ creates those two files for a WAL database (and cannot delete them again), so:
   normal locking, and the side files are already there.
 
 The class is a SqliteStore for reading (query, one, get_meta, check_embedder,
-schema_version); any write fails inside SQLite, not silently.
+schema_version, search); any write fails inside SQLite, not silently. Read
+commands open a file this way when they may not write it or its folder (a
+read-only folder: SQLite's normal opening needs to create the side files there).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import apsw
+import sqlite_vec
 
 from nemori_cli.errors import StoreError
 from nemori_cli.store.migrations import MIGRATIONS
@@ -28,6 +31,8 @@ from nemori_cli.store.sqlite import BUSY_TIMEOUT_MS, SqliteStore, _dict_rows
 
 
 class ReadOnlySqliteStore(SqliteStore):
+    read_only = True
+
     def __init__(self, path: Path):  # noqa: D107 - replaces SqliteStore's opening entirely
         self.path = Path(path)
         if not self.path.is_file():
@@ -39,6 +44,10 @@ class ReadOnlySqliteStore(SqliteStore):
             self.conn = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
             self.conn.set_busy_timeout(BUSY_TIMEOUT_MS)
             self.conn.row_trace = _dict_rows
+            # sqlite-vec too: a read command on a file it may not write (a read-only folder) still searches vectors.
+            self.conn.enable_load_extension(True)
+            self.conn.load_extension(sqlite_vec.loadable_path())
+            self.conn.enable_load_extension(False)
             version = self.schema_version()
         except apsw.NotADBError:
             raise StoreError(f"{self.path} is not a SQLite database") from None

@@ -58,6 +58,7 @@ class SqliteStore(StoreBase):
 
     engine = "sqlite"
     one_write_lock = True  # one write lock per file, whoever's unit of work it is
+    read_only = False  # store/readonly.py's subclass opens a file for reading only
     path: Path
     conn: apsw.Connection  # rows come back as dicts (row_trace), as the contract's Connection says
     _reading = False  # inside snapshot(): a write there would fail midway, so transaction() refuses it

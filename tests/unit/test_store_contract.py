@@ -19,7 +19,7 @@ from nemori_cli.store.readonly import ReadOnlySqliteStore
 from nemori_cli.store.sqlite import SqliteStore
 
 ENGINES = [SqliteStore, ReadOnlySqliteStore, PgStore]
-_ATTRIBUTES = {"engine", "path", "conn", "one_write_lock", "errors"}  # data, not methods
+_ATTRIBUTES = {"engine", "path", "conn", "one_write_lock", "read_only", "errors"}  # data, not methods
 
 
 def _has(cls: type, name: str) -> bool:

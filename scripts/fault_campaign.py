@@ -265,6 +265,8 @@ def run_surfaces(args, rng: random.Random, work: Path, env: dict, record: dict) 
     else:
         if args.pg_stops:
             found["pg_stops"] = surfaces.pg_stop_trials(args.pg_stops, rng, work, env, INPUT)["trials"]
+    found["mcp_bad_calls"] = [surfaces.mcp_bad_calls(work, env, INPUT)]
+    print(f"mcp bad calls over stdio: {found['mcp_bad_calls'][0]}", file=sys.stderr)
     found["mcp_two_clients"] = [surfaces.mcp_two_clients(work, env, INPUT)]
     print(f"mcp two clients: {found['mcp_two_clients'][0]['problems'] or 'ok'}", file=sys.stderr)
     found["mcp_killed_client"] = surfaces.mcp_killed_client(rng, work, env, INPUT, args.mcp_kills)

@@ -144,7 +144,7 @@ def test_a_failed_install_is_one_line_naming_the_command_to_rerun(monkeypatch, c
 def test_without_pip_uv_installs_into_this_interpreter(monkeypatch):
     monkeypatch.setattr(model_install.importlib.util, "find_spec", lambda name: None)
     monkeypatch.setattr(model_install.shutil, "which", lambda name: "/opt/uv" if name == "uv" else None)
-    assert model_install.installer() == ["/opt/uv", "pip", "install", "--python", sys.executable]
+    assert model_install.installer() == ["/opt/uv", "pip", "install", "--no-deps", "--python", sys.executable]
     monkeypatch.setattr(model_install.shutil, "which", lambda name: None)
     with pytest.raises(ModelError, match="no pip, and uv is not on PATH"):
         model_install.installer()

@@ -158,7 +158,13 @@ def preset_files() -> list[Path]:
     user_file = Path(override) if override else _user_dir("config") / "models.toml"
     if override and not user_file.is_file():
         raise ConfigError(f"NEMORI_MODELS_FILE={override}: no such file")
-    if user_file.is_file():
+    try:
+        readable = user_file.is_file()
+    except OSError as e:  # a settings folder this user may not enter: one line, not a traceback
+        raise ConfigError(
+            f"{user_file}: cannot be read ({e.strerror}); set NEMORI_MODELS_FILE or XDG_CONFIG_HOME to a folder of yours"
+        ) from None
+    if readable:
         files.append(user_file)
     return [f for f in files if f.is_file()]
 

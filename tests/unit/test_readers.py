@@ -14,7 +14,7 @@ from nemori_cli.importers.jsonl import parse_timestamp, read_jsonl
 from nemori_cli.importers.locomo import list_locomo_samples, parse_locomo_datetime, read_locomo
 
 SRC = "chat.jsonl"
-LOCOMO_DEV = Path("/work/shared/data/locomo/locomo-dev.json")
+LOCOMO_DEV = Path(__file__).resolve().parents[3] / "shared" / "data" / "locomo" / "locomo-dev.json"  # ../shared beside the checkout
 
 
 def jsonl(*lines: str | dict | bytes) -> io.BytesIO:
@@ -338,4 +338,4 @@ def test_locomo_dev_conv26():
     times = [m.timestamp for m in out]
     assert times == sorted(times), "sessions are read in time order in conv-26"
     with LOCOMO_DEV.open("rb") as f:
-        assert list_locomo_samples(f) == ["conv-26", "conv-30"]
+        assert list_locomo_samples(f) == ["conv-26", "conv-30", "conv-41", "conv-43"]

@@ -458,8 +458,11 @@ class Memory:
         extra = {"reembed": lambda text: session.embedder.embed_documents([text])[0]} if kind in ("episode", "note") else {}
         with store.transaction(user=self.user):  # on PostgreSQL, after this user's ingest units in flight
             counts = getattr(forget_sql, f"forget_{kind}")(store, self.user, *args, **extra)
-        session.core_cache.forget(self.user)  # a saved KV state holds the forgotten text in another form
-        if not forget_sql.make_physical(store, vacuum=kind == "user"):
+        try:
+            session.core_cache.forget(self.user)  # a saved KV state holds the forgotten text in another form
+        finally:  # one that cannot be removed is said, after the file is scrubbed all the same
+            scrubbed = forget_sql.make_physical(store, vacuum=kind == "user")
+        if not scrubbed:
             raise StoreError(
                 f"forgotten from the memory, but another process reading {self.path} keeps the old text in the file "
                 "until it closes; run `nemori forget --scrub` then"

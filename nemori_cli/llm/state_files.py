@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -66,3 +67,35 @@ def load(path: Path, key: str, identity: dict, digest: str | None) -> Snapshot |
     if len(raw) != 4 * n or len(state) != size:  # cut short, or longer than it says
         return None
     return Snapshot(key, np.frombuffer(raw, dtype=np.int32).astype(np.intc), state)
+
+
+def remove(directory: Path, stem: str) -> int:
+    """Remove every state saved under names starting with ``stem``; returns how many went.
+
+    A save killed between its write and its rename leaves ``NAME.kv.tmpPID``:
+    it holds the same token ids as a finished one, so it goes too. Whatever
+    stands at such a name goes, a folder included (nemori makes none there,
+    and whatever it holds was put under this user's name). A path that cannot
+    be removed is one StoreError naming it, after the others went.
+    """
+    from nemori_cli.errors import StoreError
+
+    if not directory.is_dir():
+        return 0
+    gone, kept = 0, []
+    for path in sorted({*directory.glob(f"{stem}*.kv"), *directory.glob(f"{stem}*.kv.tmp*")}):
+        try:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink(missing_ok=True)
+            gone += 1
+        except OSError as e:
+            kept.append(f"{path} ({e.strerror or e})")
+    if kept:
+        raise StoreError(
+            f"could not remove the saved model state {kept[0]}"
+            + (f" and {len(kept) - 1} more" if len(kept) > 1 else "")
+            + ": remove it by hand"
+        )
+    return gone

@@ -112,10 +112,6 @@ class CoreCache:
 
     def forget(self, user: str) -> int:
         """Remove every saved state of ``user`` (any model); returns how many files went."""
-        if self.directory is None or not self.directory.is_dir():
+        if self.directory is None:
             return 0
-        gone = 0
-        for path in self.directory.glob(f"{_name(user, 16)}-*.kv"):
-            path.unlink(missing_ok=True)
-            gone += 1
-        return gone
+        return state_files.remove(self.directory, f"{_name(user, 16)}-")  # the temporary files of killed saves too

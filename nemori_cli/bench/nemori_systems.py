@@ -160,8 +160,8 @@ class UnbuiltNemoriSystem(CoreNemoriSystem):
     `nemori ask`'s default road over raw turns alone.
     """
 
-    def __init__(self, name: str, description: str, options: SearchOptions):
-        super().__init__(name, description, options=options)
+    def __init__(self, name: str, description: str, options: SearchOptions, **shape):
+        super().__init__(name, description, options=options, **shape)
         self.build_key = "nemori-unbuilt"  # whatever the model's partition: nothing is partitioned
 
     def for_model(self, partition: str) -> NemoriSystem:
@@ -213,6 +213,26 @@ _ABLATIONS = (
         "nemori-unbuilt",
         "what `nemori ask` answers after `ingest --build later`, before any episode or fact is made (raw turns only)",
         options=PROFILES["core"],
+    ),
+    UnbuiltNemoriSystem(
+        "nemori-unbuilt-short",
+        "nemori-unbuilt with the short road beyond the window: raw turns (two either side) ranked for the question, ~800 tokens, no core",
+        options=PROFILES["core"],
+        beyond="short",
+    ),
+    CoreNemoriSystem(
+        "nemori-short",
+        "nemori with the short road beyond the window: facts and raw turns (two either side) in one ranking for the question, "
+        "~800 tokens, no core; the core where the whole history fits",
+        options=PROFILES["core"],
+        beyond="short",
+    ),
+    CoreNemoriSystem(
+        "nemori-short-ep3",
+        "nemori-short with the 3 best episodes (narratives with their dates) in the ranking too",
+        options=PROFILES["core"],
+        beyond="short",
+        short_episodes=3,
     ),
     NemoriSystem(
         "nemori-budget",

@@ -28,6 +28,7 @@ from nemori_cli.llm.base import StructuredLLM
 from nemori_cli.prompts import answer as answer_prompt
 from nemori_cli.prompts import core as core_prompt
 from nemori_cli.prompts.timeline import estimate_tokens
+from nemori_cli.retrieval import answer as answer_module
 from nemori_cli.retrieval import answer_fixes, budget, timecalc
 from nemori_cli.retrieval import core as core_memory
 from nemori_cli.retrieval.answer import ANSWER_TOKENS, FAILED, STAGE, abstains, cited_episodes, question_words
@@ -56,6 +57,12 @@ class CoreBudget:
     # (the bench's nemori-core-cut12) they read ~70 fewer tokens per answer but scored lower on 3 of
     # 4 LoCoMo slices (docs/CORE.md).
     focus_words: int = 0
+    # Where the history is longer than the core holds: "core" keeps the core (the most recent turns)
+    # and adds ``tail`` tokens of retrieval; "short" gives the window to the question instead, one
+    # ranking over facts, episodes and raw turns cut at ``short`` tokens, with no core at all.
+    beyond: str = "core"
+    short: int = 800  # estimated tokens of the short context
+    short_episodes: int = 0  # episodes (narratives with their dates) in that ranking; 0: facts and turns only
 
 
 def budget_for(context_window: int, tail: int = TAIL_TOKENS) -> CoreBudget:
@@ -91,6 +98,8 @@ def ask(
         today = format_date(options.as_of.date())
     started = time.perf_counter()
     core = core or build_core(db, user, llm, sizes, options)
+    if sizes.beyond == "short" and not core.holds_everything:
+        return _short(db, user, embedder, llm, question, options, sizes, today, started)
     words = question_words(question)
     # A file from before the message index cannot say a word was never said (its full-text index is empty).
     indexed = not message_index.unindexed(db, user, limit=1)
@@ -142,6 +151,29 @@ def ask(
     answer_ms = (time.perf_counter() - begun) * 1000
     cited = tuple(cited_episodes(text, [*ranked, *tail]))
     return Answer(question, text, shown, usage, search_ms, answer_ms, cited=cited, failed=failed, abstained=not failed and abstains(text))
+
+
+def _short(
+    db: Store, user: str, embedder, llm: StructuredLLM, question: str, options: SearchOptions, sizes: CoreBudget, today, started: float
+) -> Answer:
+    """Beyond the window, the question's own short context (retrieval/answer.ask's road), then the same code mends.
+
+    A 0.5B model given 7k tokens of recent chat copies a line of it; given
+    ~800 tokens chosen for the question it answers (docs/BEYOND.md). The
+    core's KV state is not needed, so nothing is read before the question.
+    """
+    short = replace(options, core=False, budget=sizes.short, k=sizes.short_episodes, layout="timeline")
+    answer, _cited = answer_module.ask(db, user, embedder, llm, question, short, today=today)
+    if answer.failed or answer.abstained:
+        return replace(answer, search_ms=answer.search_ms or (time.perf_counter() - started) * 1000)
+    lines = [m for h in answer.hits for m in h.messages]
+    ranked = best_turns(question, [h for h in answer.hits if h.kind == "message"], ())
+    fixed = answer_fixes.uncopied(answer.answer, lines)
+    fixed = answer_fixes.resolved_phrase(answer_fixes.event_day(fixed, question, ranked), question, ranked)
+    if fixed != answer.answer:
+        llm.log.repaired(STAGE, f"answer {answer.answer[:80]!r} said as {fixed[:80]!r}")
+        answer = replace(answer, answer=fixed, abstained=abstains(fixed))
+    return answer
 
 
 def _stems(text: str) -> set[str]:

@@ -599,6 +599,8 @@ class Memory:
         llm = session.answer_llm
         sizes = core_answer.budget_for(deps.answer_window(session.settings, llm))
         core = core_answer.build_core(session.db, self.user, llm, sizes, PROFILES["core"])
+        if not core_answer.reads_core(core, sizes):  # beyond the window `ask` reads no core: nothing to prepare
+            return Prepared("none"), core
         return session.core_cache.prepare(llm, self.user, core), core
 
     @_one_at_a_time

@@ -16,35 +16,52 @@ from typing import Annotated
 import typer
 
 from nemori_cli.cli import options as opt
+from nemori_cli.cli.help import App, examples
 from nemori_cli.cli.render import console, print_json
 from nemori_cli.errors import InputError
 
-bench_app = typer.Typer(help="Benchmarks: LoCoMo and LongMemEval, systems side by side, scores and costs.", no_args_is_help=True)
+bench_app = App(
+    help="Benchmarks: LoCoMo and LongMemEval, side by side.\n\nSystems compared on scores and costs.",
+    no_args_is_help=True,
+    epilog=examples("nemori bench systems", "nemori bench locomo locomo10.json --sample conv-26 --sessions 1-3"),
+)
 
-Systems = Annotated[str, typer.Option("--systems", help="Comma-separated systems or groups (see `nemori bench systems`).")]
+Systems = Annotated[
+    str, typer.Option("--systems", metavar="LIST", help="Comma-separated systems or groups (see `nemori bench systems`).")
+]
 Questions = Annotated[
-    int | None, typer.Option("--questions", min=1, help="At most this many questions (per LoCoMo sample).", show_default=False)
+    int | None,
+    typer.Option("--questions", min=1, metavar="N", help="At most this many questions (LoCoMo: per sample).", show_default=False),
 ]
 JudgeModel = Annotated[
-    str | None, typer.Option("--judge-model", help="LLM preset that grades answers (default: no judge).", show_default=False)
+    str | None,
+    typer.Option("--judge-model", metavar="NAME", help="LLM preset that grades answers (default: no judge).", show_default=False),
 ]
 AnswerModel = Annotated[
     str | None,
     typer.Option(
         "--answer-model",
-        help="Answer with this preset instead of --model; each system is then reported as SYSTEM@PRESET.",
+        metavar="NAME",
+        help="Answer with this preset instead of --model; each system is then reported as SYSTEM@NAME.",
         show_default=False,
     ),
 ]
 Out = Annotated[
     Path | None,
-    typer.Option("--out", help="Output folder; rerunning into it resumes (default bench-results/BENCHMARK-MODEL).", show_default=False),
+    typer.Option(
+        "--out",
+        metavar="DIR",
+        help="Output folder; rerunning into it resumes (default bench-results/BENCHMARK-MODEL).",
+        show_default=False,
+    ),
 ]
 BenchDb = Annotated[
     str | None,
     typer.Option(
         "--db",
-        help="Keep the memories in this PostgreSQL database (postgresql://...), a schema each, instead of a SQLite file each in the output folder.",
+        metavar="URL",
+        help="Keep the memories in this PostgreSQL database (postgresql://...), a schema each, instead of a SQLite file "
+        "each in the output folder.",
         show_default=False,
     ),
 ]
@@ -53,7 +70,9 @@ Against = Annotated[
     str | None,
     typer.Option(
         "--against",
-        help="The reference every system is paired with (mean difference, 95% interval, wins/losses); default the first baseline run.",
+        metavar="SYSTEM",
+        help="The reference every system is paired with (mean difference, 95% interval, wins/losses); default the first "
+        "baseline run.",
         show_default=False,
     ),
 ]
@@ -61,6 +80,7 @@ Split = Annotated[
     str | None,
     typer.Option(
         "--split",
+        metavar="PART",
         help="Which part of the dev data this run is: tune (choices are made on it) or confirm (run once to check them).",
         show_default=False,
     ),
@@ -309,12 +329,25 @@ def _default_out(benchmark: str, settings) -> Path:
     return Path("bench-results") / f"{benchmark}-{deps.llm_preset(settings).name}"
 
 
-@bench_app.command("locomo")
+@bench_app.command(
+    "locomo",
+    epilog=examples(
+        "nemori bench locomo locomo10.json --sample conv-26 --sessions 1-5",
+        "nemori bench locomo locomo10.json --systems nemori,rag --judge-model base",
+    ),
+)
 def locomo_cmd(
-    file: Annotated[Path, typer.Argument(help="A LoCoMo file (e.g. locomo10.json).", show_default=False)],
-    sample: Annotated[list[str] | None, typer.Option("--sample", help="Sample id (repeatable; default all).", show_default=False)] = None,
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="A LoCoMo file (e.g. locomo10.json).", show_default=False)],
+    sample: Annotated[
+        list[str] | None, typer.Option("--sample", metavar="ID", help="Sample id (repeatable; default all).", show_default=False)
+    ] = None,
     sessions: Annotated[
-        str | None, typer.Option(help="Sessions to ingest, e.g. 1-5 (default all); only questions whose evidence lies inside are asked.")
+        str | None,
+        typer.Option(
+            metavar="RANGE",
+            help="Sessions to ingest, e.g. 1-5 (default all); only questions whose evidence lies inside are asked.",
+            show_default=False,
+        ),
     ] = None,
     questions: Questions = None,
     systems: Systems = "nemori,full-context,rag",
@@ -325,6 +358,7 @@ def locomo_cmd(
         str | None,
         typer.Option(
             "--haystack",
+            metavar="IDS",
             help="Comma-separated other samples whose sessions are interleaved by date with each --sample's: a long history.",
             show_default=False,
         ),
@@ -340,7 +374,11 @@ def locomo_cmd(
     progress: opt.ShowProgress = None,
     json_out: opt.Json = False,
 ) -> None:
-    """LoCoMo: per sample and system, a fresh memory of the chosen sessions, then the questions about them."""
+    """Run LoCoMo: each system answers each sample's questions.
+
+    Per sample and system, a fresh memory of the chosen sessions, then the
+    questions about them.
+    """
     from nemori_cli.bench import locomo
     from nemori_cli.importers.locomo import parse_session_range
 
@@ -384,15 +422,33 @@ def _check_split(split: str | None) -> None:
         raise InputError(f"--split {split!r}: expected one of {', '.join(SPLITS)}")
 
 
-@bench_app.command("longmemeval")
+@bench_app.command(
+    "longmemeval", epilog=examples("nemori bench longmemeval oracle.json --questions 20 --judge-model base")
+)
 def longmemeval_cmd(
-    file: Annotated[Path, typer.Argument(help="A LongMemEval file (oracle, S or M format).", show_default=False)],
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="A LongMemEval file (oracle, S or M format).", show_default=False)],
     questions: Questions = None,
     per_type: Annotated[
         int | None,
-        typer.Option("--per-type", min=1, help="At most this many questions of each type (abstention counts as one).", show_default=False),
+        typer.Option(
+            "--per-type",
+            min=1,
+            metavar="N",
+            help="At most this many questions of each type (abstention counts as one).",
+            show_default=False,
+        ),
     ] = None,
     systems: Systems = "nemori,full-context,rag",
+    haystack: Annotated[
+        int | None,
+        typer.Option(
+            "--haystack",
+            min=1,
+            metavar="N",
+            help="Put each question's sessions among those of this many other questions, by date: a long history.",
+            show_default=False,
+        ),
+    ] = None,
     split: Split = None,
     against: Against = None,
     judge_model: JudgeModel = None,
@@ -404,12 +460,18 @@ def longmemeval_cmd(
     progress: opt.ShowProgress = None,
     json_out: opt.Json = False,
 ) -> None:
-    """LongMemEval: one isolated memory per question, its sessions in order, the question's date given."""
+    """Run LongMemEval: one fresh memory per question.
+
+    Each question's sessions are ingested in order, and its date is given.
+    """
     from nemori_cli.bench import longmemeval
 
     settings = opt.settings(None, None, model, embedder)
-    units = longmemeval.units(file, questions, per_type) if file.is_file() else None
+    units = longmemeval.units(file, questions, per_type, haystack) if file.is_file() else None
     scope = f"{len(units or [])} questions" + (f" (at most {per_type} per type)" if per_type else "") + ", one memory each"
+    if haystack:
+        sizes = [len(u.messages) for u in units or []]
+        scope += f", each inside the sessions of {haystack} other questions ({min(sizes, default=0)}-{max(sizes, default=0)} turns)"
     _check_split(split)
     _run(
         "longmemeval",
@@ -418,7 +480,7 @@ def longmemeval_cmd(
         file,
         units,
         scope,
-        {},
+        {"haystack": haystack} if haystack else {},
         systems,
         judge_model,
         out,
@@ -443,24 +505,30 @@ def _folder(folder: Path):
     return ResultLog(folder, config, identity_keys=())
 
 
-@bench_app.command("report")
+@bench_app.command("report", epilog=examples("nemori bench report bench-results/locomo-small"))
 def report_cmd(
-    folder: Annotated[Path, typer.Argument(help="A bench output folder.", show_default=False)],
+    folder: Annotated[Path, typer.Argument(metavar="DIR", help="A bench output folder.", show_default=False)],
     against: Against = None,
     json_out: opt.Json = False,
 ) -> None:
-    """Rebuild report.md and report.json from a run's records (no model needed)."""
+    """Rebuild a run's report.md and report.json from its records.
+
+    No model is needed.
+    """
     _report(_folder(folder), json_out, against)
 
 
-@bench_app.command("judge")
+@bench_app.command("judge", epilog=examples("nemori bench judge bench-results/locomo-small --judge-model openai"))
 def judge_cmd(
-    folder: Annotated[Path, typer.Argument(help="A bench output folder.", show_default=False)],
-    judge_model: Annotated[str, typer.Option("--judge-model", help="LLM preset that grades the answers.")],
+    folder: Annotated[Path, typer.Argument(metavar="DIR", help="A bench output folder.", show_default=False)],
+    judge_model: Annotated[str, typer.Option("--judge-model", metavar="NAME", help="LLM preset that grades the answers.")],
     progress: opt.ShowProgress = None,
     json_out: opt.Json = False,
 ) -> None:
-    """Grade a finished run's answers with an LLM judge (resumable), then rebuild its report with the labels."""
+    """Grade a finished run's answers with an LLM judge.
+
+    Resumable; the report is then rebuilt with the labels.
+    """
     from nemori_cli import deps
     from nemori_cli.bench.run import judge_missing
     from nemori_cli.cli.progress import BenchBar, wanted
@@ -484,7 +552,7 @@ def judge_cmd(
     _report(log, json_out)
 
 
-@bench_app.command("systems")
+@bench_app.command("systems", epilog=examples("nemori bench systems", "nemori bench systems --json"))
 def systems_cmd(json_out: opt.Json = False) -> None:
     """List the systems and groups `--systems` accepts."""
     from nemori_cli.bench import catalog

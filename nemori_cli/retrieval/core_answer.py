@@ -65,10 +65,18 @@ class CoreBudget:
     short_episodes: int = 0  # episodes (narratives with their dates) in that ranking; 0: facts and turns only
 
 
-def budget_for(context_window: int, tail: int = TAIL_TOKENS) -> CoreBudget:
+BEYOND = "core"  # what `ask` does where the history is longer than the core holds (CoreBudget.beyond)
+
+
+def budget_for(context_window: int, tail: int = TAIL_TOKENS, beyond: str | None = None) -> CoreBudget:
     """Everything the window holds that the answer, the question and the tail do not need goes to the core."""
     free = context_window - ANSWER_TOKENS - PROMPT_MARGIN - QUESTION_RESERVE - ARITHMETIC_RESERVE - tail
-    return CoreBudget(max(256, free), tail)
+    return CoreBudget(max(256, free), tail, beyond=beyond or BEYOND)
+
+
+def reads_core(core: core_memory.Core, sizes: CoreBudget) -> bool:
+    """Does an answer read this core? Not on the short road beyond the window: its KV state need not be made."""
+    return sizes.beyond != "short" or core.holds_everything
 
 
 Prepare = Callable[[core_memory.Core], None]
@@ -98,7 +106,7 @@ def ask(
         today = format_date(options.as_of.date())
     started = time.perf_counter()
     core = core or build_core(db, user, llm, sizes, options)
-    if sizes.beyond == "short" and not core.holds_everything:
+    if not reads_core(core, sizes):
         return _short(db, user, embedder, llm, question, options, sizes, today, started)
     words = question_words(question)
     # A file from before the message index cannot say a word was never said (its full-text index is empty).

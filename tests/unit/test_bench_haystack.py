@@ -203,3 +203,56 @@ def test_a_report_rebuilt_with_against_changes_only_the_reference(tmp_path):
     got = json.loads(done.output)
     assert got["against"] == "nemori" and got["paired"]["rag-256"]["mean_difference"] == pytest.approx(-1.0)
     assert "Split: **confirm**" in (out / "report.md").read_text()
+
+
+def test_longmemeval_questions_inside_other_questions_sessions_and_none_from_their_future(tmp_path):
+    from nemori_cli.bench import longmemeval
+    from tests.unit.test_bench_run import LME
+
+    later = {
+        **copy.deepcopy(LME[0]),
+        "question_id": "q3",
+        "question_date": "2023/08/01 (Tue) 10:00",
+        "haystack_dates": ["2023/05/10 (Wed) 09:00", "2023/07/01 (Sat) 09:00"],
+        "haystack_session_ids": ["sess_c", "sess_d"],
+        "haystack_sessions": [[{"role": "user", "content": "I started pottery."}], [{"role": "user", "content": "I sold a bowl."}]],
+    }
+    path = tmp_path / "lme.json"
+    path.write_text(json.dumps([*LME, later]))
+    units = {u.key: u for u in longmemeval.units(path, None, None, haystack=5)}
+    q1 = units["q1+haystack5"]
+    ids = [m.source_id for m in q1.messages]
+    # q1 is asked on 1 June: q3's July session is its future and stays out; the May ones come in, by date.
+    assert "q3:sess_d:0" not in ids and ids[0] == "q3:sess_c:0" and "q2_abs:sess_b:0" in ids
+    assert q1.questions[0].evidence == ("sess_a:2",) and "sess_a:2" in ids
+    starts = [m.timestamp for n, m in enumerate(q1.messages) if n == 0 or m.session != q1.messages[n - 1].session]
+    assert starts == sorted(starts)  # whole sessions by their start (two may start the same minute)
+    assert len(units["q3+haystack5"].messages) == 2 + 3 + 2  # everything is before 1 August
+    assert len(longmemeval.units(path, None, None, haystack=1)[0].messages) == 3 + 2  # one other question only
+
+
+def test_the_short_road_reads_no_core_beyond_the_window_and_the_core_where_it_fits(tmp_path, shared, locomo_path, monkeypatch):
+    from nemori_cli.retrieval import core_answer
+
+    # A core of 60 tokens cannot hold the sample's 8 turns: the history is "beyond the window".
+    small = core_answer.CoreBudget(60, beyond="short")
+    monkeypatch.setattr(core_answer, "budget_for", lambda window, *tail, beyond=None: small)
+    log = ResultLog(tmp_path / "out", CONFIG, identity_keys=IDENTITY)
+    units = locomo.units(locomo_path, [], None, None, False)
+    BenchRunner("locomo", log, shared, catalog.resolve("nemori-unbuilt-short"), locomo.score, None, Silent()).run(units)
+    answers = {a["qid"]: a for a in log.of_kind("answer")}
+    assert answers["0"]["answer"] == "Paris" and not answers["0"]["note"]  # answered, and no core was read
+    db = _open(tmp_path)
+    core = core_answer.build_core(db, "bench", shared.answerer, small, core_answer.PROFILES["core"])
+    assert not core.holds_everything and not core_answer.reads_core(core, small)
+    assert core_answer.reads_core(core, core_answer.CoreBudget(60, beyond="core"))
+    roomy = core_answer.CoreBudget(4000, beyond="short")
+    whole = core_answer.build_core(db, "bench", shared.answerer, roomy, core_answer.PROFILES["core"])
+    assert whole.holds_everything and core_answer.reads_core(whole, roomy)
+
+
+def _open(tmp_path):
+    from nemori_cli.store.sqlite import SqliteStore
+
+    (path,) = (tmp_path / "out" / "memories").glob("*/nemori-unbuilt.db")
+    return SqliteStore(path)

@@ -1,8 +1,9 @@
-"""`forget --user` and the saved KV states beside the database (issue 42, defects 6 and 7).
+"""Forgetting a user and the saved KV states beside the database (issue 42, defects 6 and 7).
 
 A real SQLite file made with the fakes; the state files are written by
 llm/state_files.save, the code `ask` saves with, under the names
-retrieval/core_cache.CoreCache gives them.
+retrieval/core_cache.CoreCache gives them. The user is forgotten through
+api.Memory.forget, what the `forget` command and the MCP tool both call.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import os
 import numpy as np
 import pytest
 
+from nemori_cli.api import Memory
+from nemori_cli.cli import options as opt
 from nemori_cli.llm import state_files
 from nemori_cli.llm.prefix_states import Snapshot
 from nemori_cli.retrieval.core_cache import CoreCache
@@ -34,6 +37,11 @@ def memory(tmp_path, monkeypatch):
     return db, cache
 
 
+def _forget_alice(db) -> dict[str, int]:
+    with Memory.from_settings(opt.settings(str(db), "alice")) as memory:
+        return memory.forget("user")
+
+
 def _left(cache: CoreCache, user: str) -> list[str]:
     stem = cache.path(user, "m").name.split("-")[0]
     return sorted(p.name for p in cache.directory.iterdir() if p.name.startswith(stem))
@@ -45,8 +53,7 @@ def test_a_killed_saves_temporary_file_is_forgotten_too(memory):
     for pid in (4242, os.getpid()):  # what a save killed between its write and its rename leaves
         (finished.parent / f"{finished.name}.tmp{pid}").write_bytes(finished.read_bytes())
     assert len(_left(cache, "alice")) == 3
-    run = nemori("forget", "--user", "alice", "--yes", "--db", db)
-    assert run.exit_code == 0, run.output
+    assert _forget_alice(db)["episodes"] >= 1
     assert _left(cache, "alice") == []
     assert cache.path("bob", "small").exists()  # bob's state is bob's
 
@@ -56,8 +63,7 @@ def test_a_folder_where_a_state_file_goes_is_forgotten_not_a_traceback(memory):
     folder = cache.path("alice", "base")
     folder.mkdir()
     (folder / "inside").write_bytes(SECRET_TOKENS.tobytes())
-    run = nemori("forget", "--user", "alice", "--yes", "--db", db)
-    assert run.exit_code == 0 and run.exception is None, run.output
+    assert _forget_alice(db)["episodes"] >= 1
     assert _left(cache, "alice") == [] and cache.path("bob", "small").exists()
 
 
@@ -74,7 +80,8 @@ def test_a_state_that_cannot_be_removed_is_one_store_error_and_the_file_is_scrub
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr(type(cache.path("alice", "small")), "unlink", refused)
-    run = nemori("forget", "--user", "alice", "--yes", "--db", db)
-    assert isinstance(run.exception, StoreError) and run.exception.exit_code == 4
-    assert run.exception.message.startswith("could not remove the saved model state ") and "Permission denied" in run.exception.message
+    with pytest.raises(StoreError) as refused:
+        _forget_alice(db)
+    assert refused.value.exit_code == 4 and "Permission denied" in refused.value.message
+    assert refused.value.message.startswith("could not remove the saved model state ")
     assert scrubbed == [1]

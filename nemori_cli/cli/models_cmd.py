@@ -9,6 +9,7 @@ import typer
 
 from nemori_cli.cli import options as opt
 from nemori_cli.cli.render import console, print_json
+from nemori_cli.errors import ConfigError
 
 models_app = typer.Typer(
     invoke_without_command=True,
@@ -90,6 +91,15 @@ EmbedderNames = Annotated[
 ]
 
 
+def _only_presets(role: str, names: list[str], known: dict) -> None:
+    """Only a preset has packages to install: an empty name is not the default, nor a path a model file of one's own."""
+    for name in names:
+        if name not in known:
+            presets = ", ".join(sorted(known)) or "none"
+            mine = "; a model file of your own needs no install" if role == "model" else ""
+            raise ConfigError(f"models install: no {role} preset {name!r} (presets: {presets}){mine}")
+
+
 @models_app.command("install")
 def install_cmd(names: Names = None, embedders: EmbedderNames = None, json_out: opt.Json = False) -> None:
     """Install built-in presets' packages into nemori's own environment (what a command on a terminal does by itself when first needed)."""
@@ -100,6 +110,8 @@ def install_cmd(names: Names = None, embedders: EmbedderNames = None, json_out: 
 
     presets = load_presets()
     cache = Settings.from_env().cache_dir
+    _only_presets("model", names or [], presets.llms)
+    _only_presets("embedder", embedders or [], presets.embedders)
     wanted = [("model", resolve_llm(presets, n)) for n in names or []] + [
         ("embedder", resolve_embedder(presets, n)) for n in embedders or []
     ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import tomllib
 import unicodedata
 from dataclasses import dataclass, field
@@ -82,108 +83,103 @@ class Presets:
     default_answer_llm: str | None = None  # None: the model that builds the memory answers too
 
 
+MAX_PRESETS_BYTES = 1 << 20  # a presets file is a few KB; a bigger one is not a presets file, and is not read whole
+
+
 def _read_toml(path: Path) -> dict:
+    """A presets file's TOML: a regular file, UTF-8, at most a megabyte; anything else one ConfigError line."""
     try:
         with path.open("rb") as f:
-            return tomllib.load(f)
+            data = f.read(MAX_PRESETS_BYTES + 1)
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot be read ({e.strerror or e})") from None
+    if len(data) > MAX_PRESETS_BYTES:
+        raise ConfigError(f"{path}: larger than {MAX_PRESETS_BYTES // 1024} KB; not a presets file")
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {e.start}); save it as UTF-8") from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: not valid TOML ({e})") from None
 
 
-PARTITION_METHODS = ("model", "similarity")  # how episodes are cut (pipeline/partition.py)
+# What a path that is not a regular file is, for the refusal: reading /dev/zero as presets never ends.
+_NOT_A_FILE = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
-def _llm_from(name: str, raw: dict, source: Path) -> LLMPreset:
-    kind = raw.get("kind")
-    if kind not in ("gguf", "openai"):
-        raise ConfigError(f"{source}: [llm.{name}] kind must be 'gguf' or 'openai', not {kind!r}")
-    if kind == "gguf" and not (raw.get("path") or raw.get("parts")):
-        raise ConfigError(f"{source}: [llm.{name}] needs 'path' (a GGUF file) or 'parts'")
-    if kind == "openai" and not (raw.get("base_url") and raw.get("model")):
-        raise ConfigError(f"{source}: [llm.{name}] needs 'base_url' and 'model'")
-    if raw.get("partition", "model") not in PARTITION_METHODS:
-        raise ConfigError(f"{source}: [llm.{name}] partition must be one of {', '.join(PARTITION_METHODS)}, not {raw['partition']!r}")
-    if "api_key" in raw:
+def _presets_file(path: Path, named_by: str | None) -> bool:
+    """Whether ``path`` is a presets file to read: False when absent (and not named), one ConfigError line when it cannot be one."""
+    where = f"{named_by}={path}" if named_by else str(path)
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        if named_by:
+            raise ConfigError(f"{where}: no such file") from None
+        return False
+    except OSError as e:  # a settings folder this user may not enter: one line, not a traceback
         raise ConfigError(
-            f"{source}: [llm.{name}] has 'api_key': keys never go in files; name the environment variable that holds it with api_key_env"
-        )
-    return LLMPreset(
-        name=name,
-        kind=kind,
-        description=raw.get("description", ""),
-        path=raw.get("path"),
-        parts=tuple(raw.get("parts", ())),
-        packages=tuple(raw.get("packages", ())),
-        download_mb=raw.get("download_mb"),
-        sha256=raw.get("sha256"),
-        n_ctx=int(raw.get("n_ctx", 4096)),
-        base_url=raw.get("base_url"),
-        model=raw.get("model"),
-        api_key_env=raw.get("api_key_env"),
-        timeout=_seconds(raw, "timeout", 120.0, name, source),
-        connect_timeout=_seconds(raw, "connect_timeout", 5.0, name, source),
-        partition=raw.get("partition", "model"),
-    )
-
-
-def _seconds(raw: dict, key: str, default: float, name: str, source: Path) -> float:
-    value = raw.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise ConfigError(f"{source}: [llm.{name}] {key} must be a positive number of seconds, not {value!r}")
-    return float(value)
-
-
-def _embedder_from(name: str, raw: dict, source: Path) -> EmbedderPreset:
-    if raw.get("kind") != "sentence-transformers":
-        raise ConfigError(f"{source}: [embedder.{name}] kind must be 'sentence-transformers'")
-    if not (raw.get("path") or raw.get("parts") or raw.get("name")):
-        raise ConfigError(f"{source}: [embedder.{name}] needs 'path', 'parts' or 'name'")
-    return EmbedderPreset(
-        name=name,
-        kind=raw["kind"],
-        model_name=raw.get("name", name),
-        dimensions=raw.get("dimensions"),
-        description=raw.get("description", ""),
-        path=raw.get("path"),
-        parts=tuple(raw.get("parts", ())),
-        packages=tuple(raw.get("packages", ())),
-        download_mb=raw.get("download_mb"),
-        evoke_threshold=float(raw.get("evoke_threshold", 0.70)),
-    )
+            f"{path}: cannot be read ({e.strerror}); set NEMORI_MODELS_FILE or XDG_CONFIG_HOME to a folder of yours"
+        ) from None
+    for test, what in _NOT_A_FILE:
+        if test(mode):
+            raise ConfigError(f"{where}: is {what}, not a presets file (models.toml)")
+    return True
 
 
 def preset_files() -> list[Path]:
-    files = [BUILTIN_MODELS_FILE]
     override = os.environ.get("NEMORI_MODELS_FILE")
     user_file = Path(override) if override else _user_dir("config") / "models.toml"
-    if override and not user_file.is_file():
-        raise ConfigError(f"NEMORI_MODELS_FILE={override}: no such file")
-    try:
-        readable = user_file.is_file()
-    except OSError as e:  # a settings folder this user may not enter: one line, not a traceback
-        raise ConfigError(
-            f"{user_file}: cannot be read ({e.strerror}); set NEMORI_MODELS_FILE or XDG_CONFIG_HOME to a folder of yours"
-        ) from None
-    if readable:
+    files = [BUILTIN_MODELS_FILE]
+    if _presets_file(user_file, "NEMORI_MODELS_FILE" if override else None):
         files.append(user_file)
-    return [f for f in files if f.is_file()]
+    return files
 
 
 def load_presets() -> Presets:
+    """The presets of every file, each file checked whole (preset_schema.py) before any of it is used."""
+    from nemori_cli import preset_schema
+
     llms: dict[str, LLMPreset] = {}
     embedders: dict[str, EmbedderPreset] = {}
-    default_llm, default_embedder, default_answer_llm = "small", "minilm", None
+    defaults: dict[str, tuple[str, Path | None]] = {"default_llm": ("small", None), "default_embedder": ("minilm", None)}
     files = preset_files()
     for path in files:
-        raw = _read_toml(path)
-        default_llm = raw.get("default_llm", default_llm)
-        default_answer_llm = raw.get("default_answer_llm", default_answer_llm)
-        default_embedder = raw.get("default_embedder", default_embedder)
-        for name, body in raw.get("llm", {}).items():
-            llms[name] = _llm_from(name, body, path)
-        for name, body in raw.get("embedder", {}).items():
-            embedders[name] = _embedder_from(name, body, path)
-    return Presets(llms, embedders, default_llm, default_embedder, tuple(str(f) for f in files), default_answer_llm or None)
+        checked = preset_schema.parse(_read_toml(path), path)
+        for key in ("default_llm", "default_embedder", "default_answer_llm"):
+            value = getattr(checked, key)
+            if value is not None:
+                defaults[key] = (value, path)
+        llms.update({name: preset_schema.llm_preset(name, llm) for name, llm in checked.llm.items()})
+        embedders.update({name: preset_schema.embedder_preset(name, emb) for name, emb in checked.embedder.items()})
+    for key, known in (("default_llm", llms), ("default_answer_llm", llms), ("default_embedder", embedders)):
+        value, source = defaults.get(key, ("", None))
+        gguf = key != "default_embedder" and _is_gguf_path(value)
+        if value and value not in known and not gguf:
+            kind = "embedder" if key == "default_embedder" else "llm"
+            names = ", ".join(sorted(known)) or "none"
+            path_too = " or a path to a .gguf file" if kind == "llm" else ""
+            raise ConfigError(
+                f"{source or files[0]}: {key}: expected the name of an [{kind}.NAME] preset ({names}){path_too}, not {value!r}"
+            )
+    return Presets(
+        llms,
+        embedders,
+        defaults["default_llm"][0],
+        defaults["default_embedder"][0],
+        tuple(str(f) for f in files),
+        defaults.get("default_answer_llm", ("", None))[0] or None,
+    )
+
+
+def _is_gguf_path(name: str) -> bool:
+    """A model named by its file rather than a preset (as --model takes it)."""
+    return name.endswith(".gguf") or os.sep in name
 
 
 def resolve_llm(presets: Presets, name: str | None) -> LLMPreset:
@@ -191,7 +187,7 @@ def resolve_llm(presets: Presets, name: str | None) -> LLMPreset:
     name = name or presets.default_llm
     if name in presets.llms:
         return presets.llms[name]
-    if name.endswith(".gguf") or os.sep in name:
+    if _is_gguf_path(name):
         return LLMPreset(name=name, kind="gguf", path=name, n_ctx=4096)
     known = ", ".join(sorted(presets.llms)) or "none"
     raise ConfigError(f"unknown model {name!r} (--model / NEMORI_MODEL); presets: {known}, or a path to a .gguf file")

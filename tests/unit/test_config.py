@@ -101,7 +101,7 @@ def test_a_preset_names_its_partition_method_and_nothing_else(tmp_path, monkeypa
     bad = tmp_path / "models.toml"
     bad.write_text('[llm.mine]\nkind = "gguf"\npath = "/x.gguf"\npartition = "topics"\n')
     monkeypatch.setenv("NEMORI_MODELS_FILE", str(bad))
-    with pytest.raises(ConfigError, match=r"\[llm.mine\] partition must be one of model, similarity, not 'topics'"):
+    with pytest.raises(ConfigError, match=r"models.toml: \[llm.mine\] partition: expected one of 'model' or 'similarity', not 'topics'$"):
         load_presets()
 
 

@@ -55,6 +55,15 @@ class StoreError(NemoriError):
     exit_code = 4
 
 
+class NotFound(StoreError):
+    """An id (episode, fact, note) that this user's memory does not hold: bad input (exit 2), like a mistyped name.
+
+    A StoreError still, so code that catches those (the MCP server, the API's callers) catches this too.
+    """
+
+    exit_code = 2
+
+
 class LLMOutputError(NemoriError):
     """The model kept answering something unusable after every retry.
 

@@ -24,12 +24,20 @@ from nemori_cli.cli import (
     query,
     view_cmd,
 )
+from nemori_cli.cli.help import App, examples
 from nemori_cli.errors import NemoriError
 
-app = typer.Typer(
+app = App(
     name="nemori",
     help="Local-first episodic memory for chats and agents: ingest messages, then search and ask.",
     no_args_is_help=True,
+    epilog=examples(
+        "nemori ingest chat.jsonl",
+        'nemori search "climbing gym"',
+        'nemori ask "When did Priya go climbing?"',
+        "nemori inspect episodes",
+        "nemori COMMAND --help           # each command's options and examples",
+    ),
     pretty_exceptions_enable=False,
     add_completion=True,
 )
@@ -43,24 +51,25 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version.")) -> None:
-    """Local-first episodic memory for chats and agents."""
+    """Local-first episodic memory for chats and agents: ingest messages, then search and ask."""
 
 
-app.command("ingest")(ingest.ingest)
-app.command("build")(build_cmd.build_cmd)
-app.command("flush")(ingest.flush_cmd)
-app.command("search")(query.search_cmd)
-app.command("ask")(query.ask_cmd)
+app.command("ingest", epilog=ingest.EXAMPLES)(ingest.ingest)
+app.command("build", epilog=build_cmd.EXAMPLES)(build_cmd.build_cmd)
+# `flush` is build's older name: it still works, but one step has one name in the list and in every message.
+app.command("flush", epilog=ingest.FLUSH_EXAMPLES, hidden=True)(ingest.flush_cmd)
+app.command("search", epilog=query.SEARCH_EXAMPLES)(query.search_cmd)
+app.command("ask", epilog=query.ASK_EXAMPLES)(query.ask_cmd)
 app.add_typer(inspect_cmd.inspect_app, name="inspect")
 app.add_typer(forget_cmd.forget_app, name="forget")
-app.command("stats")(inspect_cmd.stats_cmd)
-app.command("export")(export_cmd.export_cmd)
-app.command("import-memory")(export_cmd.import_cmd)
+app.command("stats", epilog=inspect_cmd.STATS_EXAMPLES)(inspect_cmd.stats_cmd)
+app.command("export", epilog=export_cmd.EXAMPLES)(export_cmd.export_cmd)
+app.command("import-memory", epilog=export_cmd.IMPORT_EXAMPLES)(export_cmd.import_cmd)
 app.add_typer(models_cmd.models_app, name="models")
-app.command("doctor")(doctor_cmd.doctor_cmd)
+app.command("doctor", epilog=doctor_cmd.EXAMPLES)(doctor_cmd.doctor_cmd)
 app.add_typer(bench_cmd.bench_app, name="bench")
-app.command("mcp")(mcp_cmd.mcp_cmd)
-app.command("view")(view_cmd.view_cmd)
+app.command("mcp", epilog=mcp_cmd.EXAMPLES)(mcp_cmd.mcp_cmd)
+app.command("view", epilog=view_cmd.EXAMPLES)(view_cmd.view_cmd)
 
 
 def _click_exceptions():
@@ -87,12 +96,35 @@ def main() -> None:
         if type(e).__name__ == "NoArgsIsHelpError" and e.ctx is not None:
             print(e.ctx.get_help())
             sys.exit(0)
-        where = f"{e.ctx.command_path}: " if e.ctx else ""
+        # "search: No such option" after "nemori: error: ", not "nemori search: ..." (the prefix once).
+        where = f"{e.ctx.command_path.partition(' ')[2]}: " if e.ctx and " " in e.ctx.command_path else ""
         _fail(where + e.format_message().replace("\n", " ") + " (see --help)", 2)
     except typer.Abort:
         _fail("interrupted", 130)
     except KeyboardInterrupt:
         _fail("interrupted", 130)
     except BrokenPipeError:
-        sys.exit(0)
+        _reader_gone()
+    except SystemExit as e:
+        # typer and rich answer a write to a closed pipe with a silent exit 1, raised while handling
+        # the BrokenPipeError: the same reader gone.
+        if isinstance(e.__context__, BrokenPipeError):
+            _reader_gone()
+        raise
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _reader_gone() -> None:
+    """The reader of the output closed it (`nemori ... | head -1`): it has what it wanted, so exit 0 and say nothing.
+
+    What is still buffered goes to /dev/null, so that the interpreter's last flush
+    adds no "Exception ignored ... BrokenPipeError" to stderr.
+    """
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no file behind stdout: nothing will be flushed to one either
+        pass
+    sys.exit(0)

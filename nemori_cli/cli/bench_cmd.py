@@ -26,9 +26,7 @@ bench_app = App(
     epilog=examples("nemori bench systems", "nemori bench locomo locomo10.json --sample conv-26 --sessions 1-3"),
 )
 
-Systems = Annotated[
-    str, typer.Option("--systems", metavar="LIST", help="Comma-separated systems or groups (see `nemori bench systems`).")
-]
+Systems = Annotated[str, typer.Option("--systems", metavar="LIST", help="Comma-separated systems or groups (see `nemori bench systems`).")]
 Questions = Annotated[
     int | None,
     typer.Option("--questions", min=1, metavar="N", help="At most this many questions (LoCoMo: per sample).", show_default=False),
@@ -71,8 +69,7 @@ Against = Annotated[
     typer.Option(
         "--against",
         metavar="SYSTEM",
-        help="The reference every system is paired with (mean difference, 95% interval, wins/losses); default the first "
-        "baseline run.",
+        help="The reference every system is paired with (mean difference, 95% interval, wins/losses); default the first baseline run.",
         show_default=False,
     ),
 ]
@@ -422,9 +419,7 @@ def _check_split(split: str | None) -> None:
         raise InputError(f"--split {split!r}: expected one of {', '.join(SPLITS)}")
 
 
-@bench_app.command(
-    "longmemeval", epilog=examples("nemori bench longmemeval oracle.json --questions 20 --judge-model base")
-)
+@bench_app.command("longmemeval", epilog=examples("nemori bench longmemeval oracle.json --questions 20 --judge-model base"))
 def longmemeval_cmd(
     file: Annotated[Path, typer.Argument(metavar="FILE", help="A LongMemEval file (oracle, S or M format).", show_default=False)],
     questions: Questions = None,

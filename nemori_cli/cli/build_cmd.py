@@ -38,6 +38,8 @@ from nemori_cli.cli.render import print_json
 START_WAIT_S = 120.0
 STOP_WAIT_S = 300.0
 
+EXAMPLES = "nemori build\nnemori build --background\nnemori build --stop"  # the epilog: cli/help.py shows it as is
+
 
 def build_cmd(
     background: Annotated[
@@ -62,7 +64,11 @@ def build_cmd(
     embedder: opt.EmbedderName = None,
     json_out: opt.Json = False,
 ) -> None:
-    """Build episodes and facts of every pending message, oldest first (resumable; --background to run it behind)."""
+    """Build the episodes and facts of every pending message.
+
+    Oldest first, and resumable; --background runs it behind you and
+    `nemori stats` shows how far it got.
+    """
     from nemori_cli.api import check_workers
     from nemori_cli.errors import ConfigError
     from nemori_cli.pipeline import lock

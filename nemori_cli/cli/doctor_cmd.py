@@ -7,7 +7,10 @@ from typing import Annotated
 import typer
 
 from nemori_cli.cli import options as opt
+from nemori_cli.cli.help import examples
 from nemori_cli.cli.render import console, esc, print_json
+
+EXAMPLES = examples("nemori doctor", "nemori doctor --model base", "nemori doctor --no-probe --json")
 
 NoProbe = Annotated[bool, typer.Option("--no-probe", help="Only the install checks; do not run the model on the sample.")]
 
@@ -18,9 +21,10 @@ def doctor_cmd(
     no_probe: NoProbe = False,
     json_out: opt.Json = False,
 ) -> None:
-    """Check the install and the chosen model, then probe every pipeline stage on a 12-message sample.
+    """Check the install and the model: is it fit for ingesting?
 
-    Prints each check, per-stage figures (calls, valid answers, retries,
+    Checks the install, then runs every pipeline stage on a 12-message
+    sample. Prints each check, per-stage figures (calls, valid answers, retries,
     fallbacks, tokens, seconds) and a verdict with what to do. Your database
     is never opened: the probe uses a temporary file. Exit code 0 when the
     model is fit or usable with fallbacks (or, with --no-probe, the install

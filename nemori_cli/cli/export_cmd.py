@@ -18,8 +18,15 @@ from typing import Annotated
 import typer
 
 from nemori_cli.cli import options as opt
+from nemori_cli.cli.help import examples
 from nemori_cli.cli.render import console
 from nemori_cli.errors import ConfigError, InputError
+
+EXAMPLES = examples(
+    "nemori export --out alice.jsonl --user alice",
+    "nemori export --format markdown --out journal/",
+)
+IMPORT_EXAMPLES = examples("nemori import-memory alice.jsonl --db new.db")
 
 
 class ExportFormat(str, Enum):
@@ -30,16 +37,27 @@ class ExportFormat(str, Enum):
 def export_cmd(
     fmt: Annotated[
         ExportFormat,
-        typer.Option("--format", "-f", help="jsonl (everything, to restore with import-memory) or markdown (a journal to read)."),
+        typer.Option(
+            "--format",
+            "-f",
+            metavar="FORMAT",
+            help="jsonl (everything, to restore with import-memory) or markdown (a journal to read).",
+        ),
     ] = ExportFormat.jsonl,
     out: Annotated[
         str | None,
-        typer.Option("--out", "-o", help="File for jsonl (default: stdout); folder for markdown (required).", show_default=False),
+        typer.Option(
+            "--out", "-o", metavar="PATH", help="File for jsonl (default: stdout); folder for markdown (required).", show_default=False
+        ),
     ] = None,
     db_path: opt.Db = None,
     user: opt.User = None,
 ) -> None:
-    """Write one user's memory out: every row as JSON Lines, or a journal in Markdown."""
+    """Write one user's memory out, to keep or to read.
+
+    Every row as JSON Lines (`import-memory` restores it), or a journal in
+    Markdown: a file per month and an index.
+    """
     from nemori_cli import deps
 
     folder: Path | None = None  # markdown only
@@ -173,10 +191,13 @@ def _refuse_foreign_folder(folder: Path, mark: str) -> None:
 
 
 def import_cmd(
-    source: Annotated[str, typer.Argument(help="A file written by `nemori export` (jsonl).", show_default=False)],
+    source: Annotated[str, typer.Argument(metavar="FILE", help="A file written by `nemori export` (jsonl).", show_default=False)],
     db_path: opt.Db = None,
 ) -> None:
-    """Restore an export into a new or empty database, every id kept: the memory answers as it did. No model is loaded."""
+    """Restore an export into a new or empty database.
+
+    Every id is kept: the memory answers as it did. No model is loaded.
+    """
     from nemori_cli.store import restore
 
     settings = opt.settings(db_path, None)

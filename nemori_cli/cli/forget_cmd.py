@@ -1,4 +1,10 @@
-"""`nemori forget ...`: delete an episode, a fact, or a whole user, for good.
+"""`nemori forget ...`: delete an episode, a fact, a note, or a whole user, for good.
+
+A whole user is forgotten by `forget user NAME --yes`, a spelling of its own:
+everywhere else `--user` says whose memory a command works on, and a person
+who adds `--user alice` out of habit to `forget fact 3` must not be one flag
+away from losing all of alice's memory. The old spelling (`forget --user NAME
+--yes`) is refused with a line that names the new one.
 
 Forgetting never builds the LLM (nothing is re-summarised) and never
 creates a database. The embedder is built only when a forgotten A-MEM note
@@ -14,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 import typer
 
 from nemori_cli.cli import options as opt
+from nemori_cli.cli.help import App, examples
 from nemori_cli.cli.render import console, print_json
 from nemori_cli.config import Settings
 from nemori_cli.errors import ConfigError, NemoriError, StoreError
@@ -21,10 +28,13 @@ from nemori_cli.errors import ConfigError, NemoriError, StoreError
 if TYPE_CHECKING:  # the API is imported when a command runs, not when the CLI starts
     from nemori_cli.api import ForgetKind
 
-forget_app = typer.Typer(
-    help="Delete memory for good: `forget episode ID`, `forget fact ID`, `forget note ID`, or `forget --user NAME --yes`.",
+forget_app = App(
+    help="Delete memory for good.\n\nAn episode, a fact, a note, or a whole user; then the file is scrubbed.",
     invoke_without_command=True,
     no_args_is_help=True,
+    epilog=examples(
+        "nemori forget episode 12", "nemori forget fact 3 --user alice", "nemori forget user alice --yes", "nemori forget --scrub"
+    ),
 )
 
 
@@ -61,16 +71,17 @@ def _forget(db_path: str | None, user: str | None, json_out: bool, what: ForgetK
     _say(f"forgot {target}: {_summary(counts)}")
 
 
+Yes = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before forgetting a whole user.")]
+
+
 @forget_app.callback()
 def forget_cmd(
     ctx: typer.Context,
     user: Annotated[
         str | None,
-        typer.Option(
-            "--user", "-u", help="Forget everything of this user. Named explicitly: NEMORI_USER is not used for this.", show_default=False
-        ),
+        typer.Option("--user", "-u", metavar="NAME", help="Whose episode, fact or note (env NEMORI_USER).", show_default=False),
     ] = None,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before forgetting a whole user.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", hidden=True)] = False,  # only to name `forget user NAME --yes` to the old spelling
     scrub: Annotated[
         bool,
         typer.Option(
@@ -88,13 +99,35 @@ def forget_cmd(
     if scrub:
         _scrub(db_path, json_out)
         return
-    if not user:
-        raise ConfigError("say what to forget: `forget episode ID`, `forget fact ID` or `forget --user NAME --yes`")
+    if user:
+        raise ConfigError(
+            f"forgetting a whole user is spelled `nemori forget user {user} --yes`; --user only says whose episode, fact or note"
+        )
+    raise ConfigError("say what to forget: `forget episode ID`, `forget fact ID`, `forget note ID` or `forget user NAME --yes`")
+
+
+@forget_app.command("user", epilog=examples("nemori forget user alice --yes", "nemori forget user alice --db team.db --json"))
+def user_cmd(
+    ctx: typer.Context,
+    name: Annotated[
+        str, typer.Argument(metavar="NAME", help="The user to forget; named here, never taken from NEMORI_USER.", show_default=False)
+    ],
+    yes: Yes = False,
+    db_path: opt.Db = None,
+    json_out: opt.Json = False,
+) -> None:
+    """Forget everything of one user: every table, index and free page.
+
+    Asks first on a terminal; elsewhere --yes is required.
+    """
+    db_path, other, json_out = _inherited(ctx, db_path, None, json_out)
+    if other is not None and other != name:
+        raise ConfigError(f"--user {other} and `forget user {name}` name two users: give the one to forget once, as `forget user NAME`")
     if not yes and not _interactive():
-        raise ConfigError(f"refusing to forget user {user} without --yes")
+        raise ConfigError(f"refusing to forget user {name} without --yes")
     if not yes:
-        _confirm(db_path, user)
-    _forget(db_path, user, json_out, "user")
+        _confirm(db_path, name)
+    _forget(db_path, name, json_out, "user")
 
 
 def _scrub(db_path: str | None, json_out: bool) -> None:
@@ -139,37 +172,45 @@ def _inherited(ctx: typer.Context, db_path: str | None, user: str | None, json_o
     return db_path or parent.get("db"), user or parent.get("user"), json_out or bool(parent.get("json"))
 
 
-@forget_app.command("episode")
+@forget_app.command("episode", epilog=examples("nemori forget episode 12", "nemori forget episode 12 --user alice --json"))
 def episode_cmd(
     ctx: typer.Context,
-    episode_id: Annotated[int, typer.Argument(help="Episode id (see `inspect episodes`).", max=opt.MAX_ID)],
+    episode_id: Annotated[int, typer.Argument(metavar="ID", help="Episode id: 12 for E12 (see `inspect episodes`).", max=opt.MAX_ID)],
     db_path: opt.Db = None,
     user: opt.User = None,
     json_out: opt.Json = False,
 ) -> None:
-    """An episode with its merged parts, its messages, the facts only it gave, and later summaries."""
+    """Forget an episode and all that came only from it.
+
+    Its merged parts, its messages, the facts only it gave, and later
+    summaries.
+    """
     _forget(*_inherited(ctx, db_path, user, json_out), "episode", episode_id)
 
 
-@forget_app.command("fact")
+@forget_app.command("fact", epilog=examples("nemori forget fact 3"))
 def fact_cmd(
     ctx: typer.Context,
-    fact_id: Annotated[int, typer.Argument(help="Fact id (see `inspect facts --all`).", max=opt.MAX_ID)],
+    fact_id: Annotated[int, typer.Argument(metavar="ID", help="Fact id: 3 for F3 (see `inspect facts --all`).", max=opt.MAX_ID)],
     db_path: opt.Db = None,
     user: opt.User = None,
     json_out: opt.Json = False,
 ) -> None:
-    """A fact and every fact it superseded."""
+    """Forget a fact and every fact it superseded."""
     _forget(*_inherited(ctx, db_path, user, json_out), "fact", fact_id)
 
 
-@forget_app.command("note")
+@forget_app.command("note", epilog=examples("nemori forget note 7 --db amem.db"))
 def note_cmd(
     ctx: typer.Context,
-    note_id: Annotated[int, typer.Argument(help="Note id (see `inspect notes`).", max=opt.MAX_ID)],
+    note_id: Annotated[int, typer.Argument(metavar="ID", help="Note id: 7 for N7 (see `inspect notes`).", max=opt.MAX_ID)],
     db_path: opt.Db = None,
     user: opt.User = None,
     json_out: opt.Json = False,
 ) -> None:
-    """An A-MEM note, its links both ways, its history, the message it was made from; what it evolved is undone."""
+    """Forget an A-MEM note; what it evolved is undone.
+
+    Its links both ways, its history and the message it was made from go
+    with it.
+    """
     _forget(*_inherited(ctx, db_path, user, json_out), "note", note_id)

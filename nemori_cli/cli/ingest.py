@@ -1,4 +1,4 @@
-"""`nemori ingest` and `nemori flush`: messages in, episodes out, resumable."""
+"""`nemori ingest` and `nemori flush` (build's older name): messages in, episodes out, resumable."""
 
 from __future__ import annotations
 
@@ -9,9 +9,18 @@ from typing import Annotated
 import typer
 
 from nemori_cli.cli import options as opt
+from nemori_cli.cli.help import examples
 from nemori_cli.cli.progress import wanted
 from nemori_cli.cli.render import console, print_json, warn_changed
 from nemori_cli.errors import ConfigError
+
+EXAMPLES = examples(
+    "nemori ingest chat.jsonl",
+    "nemori ingest conversations.json --dry-run     # the cost first",
+    "nemori ingest conversations.json --build later # searchable now",
+    "nemori ingest - --format jsonl < messages.jsonl",
+)
+FLUSH_EXAMPLES = examples("nemori flush                  # the same as: nemori build")
 
 
 class InputFormat(str, Enum):  # importers/formats.NAMES; kept here so --help needs no heavy import (a test keeps them equal)
@@ -68,14 +77,19 @@ MemoryOpt = Annotated[
     MemoryFlag | None,
     typer.Option(
         "--memory",
-        help="native (facts, consolidated), summary (one running summary), naive-rag (facts appended), amem (A-MEM notes, one per message) or nemori+amem (Nemori's facts as A-MEM notes).",
+        metavar="MODE",
+        help="How memory is kept (first ingest only): native (facts, consolidated), summary (one running summary), naive-rag "
+        "(facts appended), amem (A-MEM notes, one per message) or nemori+amem (Nemori's facts as A-MEM notes).",
         show_default=False,
     ),
 ]
 Distill = Annotated[
     DistillMode | None,
     typer.Option(
-        "--distill", help="prediction (keep what memory could not predict) or direct (extract from the raw episode).", show_default=False
+        "--distill",
+        metavar="HOW",
+        help="prediction (keep what memory could not predict) or direct (extract from the raw episode).",
+        show_default=False,
     ),
 ]
 Integrate = Annotated[
@@ -88,13 +102,17 @@ FactsFlag = Annotated[
 ]
 IndexFlag = Annotated[
     IndexOn | None,
-    typer.Option("--index", help="Index episodes on their narrative (default) or on their raw messages.", show_default=False),
+    typer.Option(
+        "--index", metavar="WHAT", help="Index episodes on their narrative (default) or on their raw messages.", show_default=False
+    ),
 ]
 PartitionFlag = Annotated[
     PartitionBy | None,
     typer.Option(
         "--partition",
-        help="Cut episodes where the model sees a new topic (model), or where the messages' embeddings say so, with no LLM call (similarity). Default: the model preset's (similarity for tiny and small).",
+        metavar="HOW",
+        help="Cut episodes where the model sees a new topic (model), or where the messages' embeddings say so, with no LLM "
+        "call (similarity). Default: the model preset's (similarity for tiny and small).",
         show_default=False,
     ),
 ]
@@ -102,23 +120,22 @@ BuildOpt = Annotated[
     BuildWhen,
     typer.Option(
         "--build",
-        help="When the memory is built: now (in this run), later (store and index only: searchable at once; `nemori build` builds), "
-        "background (store, then `nemori build --background`), or auto (now when the estimated model time is at most "
+        metavar="WHEN",
+        help="When the memory is built: now (in this run), later (store and index only: searchable at once; `nemori build` "
+        "builds), background (store, then `nemori build --background`), or auto (now when the estimated model time is at most "
         f"{AUTO_BUILD_NOW_S:.0f} s, else later).",
     ),
 ]
 DryRun = Annotated[
     bool,
-    typer.Option(
-        "--dry-run", help="Estimate the work (new messages, LLM calls, tokens, minutes) without writing anything or loading a model."
-    ),
+    typer.Option("--dry-run", help="Estimate the work (new messages, LLM calls, tokens, minutes); write nothing, load no model."),
 ]
 MaxTokens = Annotated[
     int | None,
     typer.Option(
         "--max-tokens",
         metavar="N",
-        help="Stop cleanly once the LLM has used about N tokens (prompt + output) in this run; the rest stays pending and a rerun resumes.",
+        help="Stop once the model has used about N tokens in this run; the rest stays pending and a rerun resumes.",
         show_default=False,
     ),
 ]
@@ -127,7 +144,11 @@ MaxTokens = Annotated[
 Neighbours = Annotated[
     int,
     typer.Option(
-        "--neighbours", min=1, max=50, help="A-MEM modes: nearest notes offered to the model when a note is linked and evolved (A-MEM's k)."
+        "--neighbours",
+        min=1,
+        max=50,
+        metavar="N",
+        help="A-MEM modes: nearest notes offered to the model when a note is linked and evolved.",
     ),
 ]
 
@@ -207,7 +228,7 @@ def run_with_progress(run, memory, *, show_progress: bool):
     except KeyboardInterrupt:
         sys.stderr.write(
             f"nemori: interrupted; {memory.pending()} messages are pending and nothing is lost: "
-            "run `nemori flush` or the same ingest again to resume\n"
+            "run `nemori build` or the same ingest again to resume\n"
         )
         raise typer.Exit(130) from None
 
@@ -216,21 +237,29 @@ def ingest(
     source: Annotated[
         str,
         typer.Argument(
+            metavar="SOURCE",
             help="A file of messages or a chat export (JSON Lines, ChatGPT, Claude, WhatsApp, Telegram, ...), or - for stdin.",
             show_default=False,
         ),
     ],
+    # What a newcomer needs first comes first: --help lists the options in this order.
+    build: BuildOpt = BuildWhen.auto,
+    dry_run: DryRun = False,
+    db_path: opt.Db = None,
+    user: opt.User = None,
+    model: opt.Model = None,
     fmt: Annotated[
         InputFormat,
         typer.Option(
             "--format",
             "-f",
-            help="auto (from the first bytes), jsonl, locomo, chatgpt or claude (conversations.json), whatsapp (.txt or .zip), "
-            "telegram (result.json), openai (role/content message lists) or longmemeval.",
+            metavar="FORMAT",
+            help="auto (told from the first bytes), jsonl, chatgpt or claude (conversations.json), whatsapp (.txt or .zip), "
+            "telegram (result.json), openai (role/content lists), locomo or longmemeval.",
         ),
     ] = InputFormat.auto,
-    sample: Annotated[str | None, typer.Option(help="LoCoMo sample id, e.g. conv-26.")] = None,
-    sessions: Annotated[str | None, typer.Option(help="LoCoMo sessions to read, e.g. 1-3.")] = None,
+    sample: Annotated[str | None, typer.Option(metavar="ID", help="LoCoMo sample id, e.g. conv-26.")] = None,
+    sessions: Annotated[str | None, typer.Option(metavar="RANGE", help="LoCoMo sessions to read, e.g. 1-3.")] = None,
     conversation: Annotated[
         list[str] | None,
         typer.Option(
@@ -251,10 +280,14 @@ def ingest(
         typer.Option(metavar="DATE", help="Only messages at or before this date (the whole day) or date-time.", show_default=False),
     ] = None,
     default_timestamp: Annotated[
-        str | None, typer.Option(help="Time for messages that have none (ISO 8601); OpenAI-style messages get it plus one second each.")
+        str | None,
+        typer.Option(
+            metavar="TIME", help="Time for messages that have none (ISO 8601); OpenAI-style messages get it plus one second each."
+        ),
     ] = None,
     flush: Annotated[
-        bool, typer.Option("--flush/--no-flush", help="Make episodes of the tail too (default), or keep it pending for more messages.")
+        bool,
+        typer.Option("--flush/--no-flush", help="Make episodes of the last messages too (default), or keep them pending for more."),
     ] = True,
     window: opt.Window = 20,
     memory: MemoryOpt = None,
@@ -265,18 +298,18 @@ def ingest(
     partition: PartitionFlag = None,
     max_tokens: MaxTokens = None,
     neighbours: Neighbours = 5,
-    build: BuildOpt = BuildWhen.auto,
-    dry_run: DryRun = False,
     parallel: opt.Parallel = None,
     workers: opt.Workers = None,
     progress: opt.ShowProgress = None,
-    db_path: opt.Db = None,
-    user: opt.User = None,
-    model: opt.Model = None,
     embedder: opt.EmbedderName = None,
     json_out: opt.Json = False,
 ) -> None:
-    """Store messages, then turn them into episodes and facts (resumable; re-ingesting adds nothing)."""
+    """Store messages, then build their memory: episodes and facts.
+
+    Resumable, and re-ingesting adds nothing. A long build can be left for
+    later (--build later): the messages are searchable at once, and
+    `nemori build` makes their episodes and facts.
+    """
     from nemori_cli.api import Memory, check_workers, shown_name
 
     check_budget(max_tokens)
@@ -414,7 +447,11 @@ def flush_cmd(
     embedder: opt.EmbedderName = None,
     json_out: opt.Json = False,
 ) -> None:
-    """`nemori build` in the foreground, by its older name: every pending message into episodes now, with the database's recorded method."""
+    """The older name of `nemori build` (in the foreground).
+
+    Every pending message into episodes and facts now, with the memory's
+    recorded method.
+    """
     from nemori_cli.api import check_workers
 
     check_budget(max_tokens)
@@ -488,7 +525,7 @@ def print_report(
     if report.stopped_by_budget:  # on stderr in both modes: stdout stays the report
         sys.stderr.write(
             f"nemori: token budget of {max_tokens} reached after {report.tokens_used} tokens; {report.pending} messages pending; "
-            "rerun the same command (or `nemori flush`) to continue\n"
+            "rerun the same command (or `nemori build`) to continue\n"
         )
     warning = fallback_warning(report)
     if warning:

@@ -8,12 +8,17 @@ from typing import Annotated, Any
 import typer
 
 from nemori_cli.cli import options as opt
+from nemori_cli.cli.help import App, examples
 from nemori_cli.cli.render import change_json, console, episode_json, esc, fact_json, message_json, note_json, print_json, stamp, validity
-from nemori_cli.errors import StoreError
+from nemori_cli.errors import NotFound
 
-inspect_app = typer.Typer(help="Show what memory holds.", no_args_is_help=True)
+inspect_app = App(
+    help="Show what memory holds.\n\nEpisodes, facts, messages, A-MEM notes, the running summary.",
+    no_args_is_help=True,
+    epilog=examples("nemori inspect episodes", "nemori inspect episode 3", "nemori inspect messages --pending"),
+)
 
-Limit = Annotated[int | None, typer.Option(min=1, help="Show at most this many.")]
+Limit = Annotated[int | None, typer.Option(min=1, metavar="N", help="Show at most this many.", show_default=False)]
 
 
 def _open(db_path: str | None, user: str | None):
@@ -51,7 +56,7 @@ def _show(
     settings, store = _open(db_path, user)
     found = load(store, settings.user, item_id)
     if found is None:
-        raise StoreError(f"no {kind} {item_id} for user {settings.user}")
+        raise NotFound(f"no {kind} {item_id} for user {settings.user}")
     item, related = found
     if json_out:
         print_json(as_json(item, related))
@@ -59,7 +64,7 @@ def _show(
     as_text(console(), item, related)
 
 
-@inspect_app.command("episodes")
+@inspect_app.command("episodes", epilog=examples("nemori inspect episodes", "nemori inspect episodes --all --as-of 2024-03-31"))
 def episodes_cmd(
     all_episodes: Annotated[bool, typer.Option("--all", help="Include episodes merged into later ones.")] = False,
     as_of: opt.AsOf = None,
@@ -68,7 +73,10 @@ def episodes_cmd(
     user: opt.User = None,
     json_out: opt.Json = False,
 ) -> None:
-    """List episodes in time order (with --as-of: those that had ended by then)."""
+    """List episodes in time order.
+
+    With --as-of: those that had ended by then.
+    """
     moment = opt.as_of(as_of)
     with _memory(db_path, user) as memory:
         items = memory.episodes(with_messages=True, limit=limit, include_superseded=all_episodes, as_of=moment)
@@ -82,9 +90,9 @@ def episodes_cmd(
     out.print(f"[dim]{len(items)} episodes for user {memory.user}[/dim]")
 
 
-@inspect_app.command("episode")
+@inspect_app.command("episode", epilog=examples("nemori inspect episode 3", "nemori inspect episode 3 --json"))
 def episode_cmd(
-    episode_id: Annotated[int, typer.Argument(help="Episode id (see `inspect episodes`).", max=opt.MAX_ID)],
+    episode_id: Annotated[int, typer.Argument(metavar="ID", help="Episode id: 3 for E3 (see `inspect episodes`).", max=opt.MAX_ID)],
     db_path: opt.Db = None,
     user: opt.User = None,
     json_out: opt.Json = False,
@@ -119,7 +127,9 @@ def _episode_as_text(out, e, parts) -> None:
         )
 
 
-@inspect_app.command("facts")
+@inspect_app.command(
+    "facts", epilog=examples("nemori inspect facts", "nemori inspect facts --all", "nemori inspect facts --as-of 2024-03-31")
+)
 def facts_cmd(
     all_facts: Annotated[bool, typer.Option("--all", help="Include superseded facts.")] = False,
     as_of: opt.AsOf = None,
@@ -128,7 +138,10 @@ def facts_cmd(
     user: opt.User = None,
     json_out: opt.Json = False,
 ) -> None:
-    """List semantic facts with the episodes they came from (with --as-of: those valid then, superseded since or not)."""
+    """List facts with the episodes they came from.
+
+    With --as-of: the facts valid then, superseded since or not.
+    """
     moment = opt.as_of(as_of)
     with _memory(db_path, user) as memory:
         items = memory.facts(include_superseded=all_facts, limit=limit, as_of=moment)
@@ -145,20 +158,24 @@ def facts_cmd(
     out.print(f"[dim]{len(items)} facts for user {memory.user}{when}[/dim]")
 
 
-@inspect_app.command("fact")
+@inspect_app.command("fact", epilog=examples("nemori inspect fact 12"))
 def fact_cmd(
-    fact_id: Annotated[int, typer.Argument(help="Fact id (see `inspect facts`).", max=opt.MAX_ID)],
+    fact_id: Annotated[int, typer.Argument(metavar="ID", help="Fact id: 12 for F12 (see `inspect facts`).", max=opt.MAX_ID)],
     db_path: opt.Db = None,
     user: opt.User = None,
     json_out: opt.Json = False,
 ) -> None:
-    """One fact: its text, status, validity in conversation time, sources, and why it exists (its episode's prediction and what it missed)."""
+    """One fact, and why it exists.
+
+    Its text, status, when it was valid in the conversation, its episode,
+    what memory predicted of that episode and what the prediction missed.
+    """
     from nemori_cli.cli import fact_view
 
     _show("fact", fact_id, db_path, user, json_out, load=fact_view.load, as_json=fact_view.as_json, as_text=fact_view.as_text)
 
 
-@inspect_app.command("notes")
+@inspect_app.command("notes", epilog=examples("nemori inspect notes --db amem.db"))
 def notes_cmd(
     limit: Limit = None,
     db_path: opt.Db = None,
@@ -182,14 +199,17 @@ def notes_cmd(
     out.print(f"[dim]{len(items)} notes for user {memory.user}[/dim]")
 
 
-@inspect_app.command("note")
+@inspect_app.command("note", epilog=examples("nemori inspect note 7 --db amem.db"))
 def note_cmd(
-    note_id: Annotated[int, typer.Argument(help="Note id (see `inspect notes`).", max=opt.MAX_ID)],
+    note_id: Annotated[int, typer.Argument(metavar="ID", help="Note id: 7 for N7 (see `inspect notes`).", max=opt.MAX_ID)],
     db_path: opt.Db = None,
     user: opt.User = None,
     json_out: opt.Json = False,
 ) -> None:
-    """One A-MEM note: its attributes, links, and evolution history (what changed, caused by which new note)."""
+    """One A-MEM note: its attributes, links and history.
+
+    The history says what changed, and which new note changed it.
+    """
     _show("note", note_id, db_path, user, json_out, load=_load_note, as_json=_note_as_json, as_text=_note_as_text)
 
 
@@ -232,7 +252,7 @@ def _note_as_text(out, n, related) -> None:
         out.print(f"  [dim]its arrival changed N{c.note_id}'s {c.field}[/dim]")
 
 
-@inspect_app.command("summary")
+@inspect_app.command("summary", epilog=examples("nemori inspect summary --history"))
 def summary_cmd(
     history: Annotated[bool, typer.Option("--history", help="Every version, oldest first.")] = False,
     db_path: opt.Db = None,
@@ -256,7 +276,7 @@ def summary_cmd(
         out.print(esc(r["text"]), soft_wrap=True)
 
 
-@inspect_app.command("messages")
+@inspect_app.command("messages", epilog=examples("nemori inspect messages", "nemori inspect messages --pending --limit 20"))
 def messages_cmd(
     pending: Annotated[bool, typer.Option("--pending", help="Only messages no episode owns yet.")] = False,
     limit: Limit = None,
@@ -264,7 +284,7 @@ def messages_cmd(
     user: opt.User = None,
     json_out: opt.Json = False,
 ) -> None:
-    """List stored messages (and which episode owns each)."""
+    """List stored messages, and which episode owns each."""
     from nemori_cli.store import messages as message_sql
 
     settings, store = _open(db_path, user)
@@ -301,8 +321,15 @@ def _built(settings, store):
     )
 
 
+STATS_EXAMPLES = examples("nemori stats", "nemori stats --json | jq .built")
+
+
 def stats_cmd(db_path: opt.Db = None, user: opt.User = None, json_out: opt.Json = False) -> None:
-    """Counts, and per pipeline stage: LLM calls, tokens, seconds, repairs and fallbacks."""
+    """What memory holds, how much is built, and what building cost.
+
+    Counts, then per pipeline stage: model calls, tokens, seconds, repairs
+    and fallbacks.
+    """
     from nemori_cli.memory.profile import mode_of
     from nemori_cli.store import stats, telemetry
 

@@ -7,6 +7,9 @@ from typing import Annotated
 import typer
 
 from nemori_cli.cli import options as opt
+from nemori_cli.cli.help import examples
+
+EXAMPLES = examples("nemori mcp --db ~/notes.db --user alice", "nemori mcp --any-user")
 
 
 def mcp_cmd(
@@ -17,11 +20,15 @@ def mcp_cmd(
     user: opt.User = None,
     model: opt.Model = None,
     answer_model: Annotated[
-        str | None, typer.Option("--answer-model", help="The model that answers `ask` (default: as `nemori ask`).", show_default=False)
+        str | None,
+        typer.Option("--answer-model", metavar="NAME", help="The model that answers `ask` (default: as `nemori ask`).", show_default=False),
     ] = None,
     embedder: opt.EmbedderName = None,
 ) -> None:
-    """Serve this memory over the Model Context Protocol on stdin/stdout (tools: remember, recall, ask, forget)."""
+    """Serve this memory to an agent over MCP, on stdin/stdout.
+
+    The Model Context Protocol's tools: remember, recall, ask and forget.
+    """
     from nemori_cli.mcp_server.server import serve
     from nemori_cli.store.sqlite_files import refuse_foreign, refuse_unusable
 

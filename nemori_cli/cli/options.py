@@ -12,16 +12,23 @@ Db = Annotated[
     str | None,
     typer.Option(
         "--db",
-        help="SQLite file, or a postgresql://user@host/db URL for a PostgreSQL server (env NEMORI_DB; default a file in your data directory).",
+        metavar="PATH",
+        help="SQLite file, or a postgresql://user@host/db URL (env NEMORI_DB; default: a file in your data directory).",
         show_default=False,
     ),
 ]
-User = Annotated[str | None, typer.Option("--user", "-u", help="Whose memory (env NEMORI_USER; default 'default').", show_default=False)]
+User = Annotated[
+    str | None, typer.Option("--user", "-u", metavar="NAME", help="Whose memory (env NEMORI_USER; default 'default').", show_default=False)
+]
 Model = Annotated[
     str | None,
-    typer.Option("--model", "-m", help="LLM preset from `nemori models`, or a .gguf path (env NEMORI_MODEL).", show_default=False),
+    typer.Option(
+        "--model", "-m", metavar="NAME", help="LLM preset from `nemori models`, or a .gguf path (env NEMORI_MODEL).", show_default=False
+    ),
 ]
-EmbedderName = Annotated[str | None, typer.Option("--embedder", help="Embedder preset (env NEMORI_EMBEDDER).", show_default=False)]
+EmbedderName = Annotated[
+    str | None, typer.Option("--embedder", metavar="NAME", help="Embedder preset (env NEMORI_EMBEDDER).", show_default=False)
+]
 Json = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
 ShowProgress = Annotated[
     bool | None,
@@ -31,7 +38,9 @@ AsOf = Annotated[
     str | None,
     typer.Option(
         "--as-of",
-        help="Memory as it stood at this point of the conversation: an ISO date (the end of that day) or date-time; a time without a zone is UTC.",
+        metavar="DATE",
+        help="Memory as it stood at this point of the conversation: an ISO date (the end of that day) or date-time; "
+        "a time without a zone is UTC.",
         show_default=False,
     ),
 ]
@@ -41,6 +50,7 @@ Parallel = Annotated[
         "--parallel",
         min=1,
         max=16,
+        metavar="N",
         help="Generations at once (env NEMORI_PARALLEL; default 1): a window's narrations decoded together by llama.cpp, "
         "or requests in flight to an endpoint with parallel slots.",
         show_default=False,
@@ -53,12 +63,12 @@ Workers = Annotated[
         min=1,
         max=MAX_WORKERS,
         metavar="N",
-        help="Requests in flight to an OpenAI-compatible endpoint (env NEMORI_WORKERS; default 1): windows are cut and episodes "
-        "narrated ahead while each episode is written in order, so the episodes are the same. A local GGUF model takes 1 (see --parallel).",
+        help="Requests in flight to an OpenAI-compatible endpoint (env NEMORI_WORKERS; default 1); the episodes are those "
+        "1 makes. A local GGUF model takes 1 (see --parallel).",
         show_default=False,
     ),
 ]
-Window = Annotated[int, typer.Option(min=2, max=200, help="Messages per window (the paper's w).")]
+Window = Annotated[int, typer.Option(min=2, max=200, metavar="N", help="Messages the model cuts into episodes at a time.")]
 
 
 # The largest id a store can hold (SQLite's and PostgreSQL's integers are 64-bit): a larger one is a usage error, not a crash.

@@ -13,8 +13,20 @@ from typing import Annotated, Any, cast, get_type_hints
 import typer
 
 from nemori_cli.cli import options as opt
+from nemori_cli.cli.help import examples
 from nemori_cli.cli.render import console, esc, hit_json, print_json, stamp
 from nemori_cli.errors import InputError
+
+SEARCH_EXAMPLES = examples(
+    'nemori search "climbing gym"',
+    'nemori search "when is the wedding" -n 5',
+    'nemori search "bike" --json | jq ".hits[0].text"',
+)
+ASK_EXAMPLES = examples(
+    'nemori ask "When did Priya go climbing?"',
+    'nemori ask "Where does Sam live?" --as-of 2024-03-31',
+    'nemori ask "How long ago did Sam move?" --today 2024-06-01 --json',
+)
 
 
 class SearchMode(str, Enum):
@@ -54,45 +66,60 @@ ProfileOpt = Annotated[
     Profile,
     typer.Option(
         "--profile",
-        help="core (ask's default): the current facts and the most recent turns, the same for every question and cached, "
-        "then what budget retrieval finds beyond them; budget: facts and raw turns in one ranking cut at a token budget, "
-        "on a dated timeline; paper: the Nemori paper's k=10, m=20, r=2. The options below override it.",
+        metavar="NAME",
+        help="What the answer reads. core (ask's default): the current facts and the latest messages, the same for every "
+        "question, then what budget finds; budget (search's default): facts and messages in one ranking, cut at a token "
+        "budget; paper: the Nemori paper's fixed 10 episodes and 20 facts. The options below change it.",
     ),
 ]
 K = Annotated[
     Opt,
-    typer.Option("--k", "-k", min=0, max=200, help="Episodes to retrieve (the paper's k; 0: no episodic retrieval).", show_default=False),
+    typer.Option("--k", "-k", min=0, max=200, metavar="N", help="Episodes to retrieve (0: none).", show_default=False),
 ]
 Raw = Annotated[
-    Opt, typer.Option("--raw", min=0, max=50, help="Top episodes that bring their raw messages (the paper's r).", show_default=False)
+    Opt,
+    typer.Option("--raw", min=0, max=50, metavar="N", help="How many of the top episodes bring their messages.", show_default=False),
 ]
 Facts = Annotated[
     Opt,
-    typer.Option("--facts", min=0, max=400, help="Facts to retrieve (the paper's m = 2k; 0: no semantic retrieval).", show_default=False),
+    typer.Option("--facts", min=0, max=400, metavar="N", help="Facts to retrieve (0: none).", show_default=False),
 ]
 Messages = Annotated[
-    Opt, typer.Option("--messages", min=0, max=400, help="Raw messages taken into the ranking (0: none).", show_default=False)
+    Opt,
+    typer.Option("--messages", min=0, max=400, metavar="N", help="Messages taken into the ranking (0: none).", show_default=False),
 ]
 Turns = Annotated[
-    Opt, typer.Option("--turns", min=0, max=20, help="Turns either side that a retrieved message brings.", show_default=False)
+    Opt,
+    typer.Option("--turns", min=0, max=20, metavar="N", help="Messages either side that a found message brings.", show_default=False),
 ]
 Budget = Annotated[
     Opt,
-    typer.Option("--budget", min=0, max=100_000, help="Tokens (estimated) for all that is retrieved; 0: no budget.", show_default=False),
+    typer.Option(
+        "--budget", min=0, max=100_000, metavar="TOKENS", help="Tokens (estimated) for all that is found; 0: no budget.", show_default=False
+    ),
 ]
 Notes = Annotated[
-    int, typer.Option("--notes", min=0, max=200, help="A-MEM notes to retrieve (k; 0: none), each bringing the notes it links to.")
+    int,
+    typer.Option("--notes", min=0, max=200, metavar="N", help="A-MEM notes to retrieve (0: none), each with the notes it links to."),
 ]
-Linked = Annotated[int, typer.Option("--linked", min=0, max=200, help="At most this many linked notes added to the retrieved notes.")]
+Linked = Annotated[int, typer.Option("--linked", min=0, max=200, metavar="N", help="At most this many linked notes added to those found.")]
 ContextOpt = Annotated[
     Context | None,
-    typer.Option("--context", help="What episodes show: narrative (N) or raw messages for every episode (P).", show_default=False),
+    typer.Option(
+        "--context",
+        metavar="WHAT",
+        help="What an episode shows: its narrative, or its messages (every episode).",
+        show_default=False,
+    ),
 ]
-Mode = Annotated[SearchMode, typer.Option("--mode", help="hybrid (vector + full text, fused), vector or text.")]
+Mode = Annotated[
+    SearchMode, typer.Option("--mode", metavar="MODE", help="hybrid (meaning and words, fused), vector (meaning) or text (words).")
+]
 AnswerModel = Annotated[
     str | None,
     typer.Option(
         "--answer-model",
+        metavar="NAME",
         help="The model that answers (env NEMORI_ANSWER_MODEL; default: models.toml's default_answer_llm, else --model).",
         show_default=False,
     ),
@@ -161,14 +188,18 @@ def retrieval_options(profile: Profile) -> Callable[[Callable[..., None]], Calla
 
 @retrieval_options(Profile.budget)
 def search_cmd(
-    query: Annotated[str, typer.Argument(help="What to look for, or - for stdin.", show_default=False)],
+    query: Annotated[str, typer.Argument(metavar="QUERY", help="What to look for, or - for stdin.", show_default=False)],
     retrieval: RetrievalArgs,
     db_path: opt.Db = None,
     user: opt.User = None,
     embedder: opt.EmbedderName = None,
     json_out: opt.Json = False,
 ) -> None:
-    """Retrieve memories without any LLM: vector and full-text search, fused."""
+    """Find memories, without any model: by meaning and by words.
+
+    Episodes, facts and messages are ranked together; each hit's relevance
+    is its rank's share of the best (100 for the best hit).
+    """
     from nemori_cli.api import Memory
 
     text = _text_arg(query, "query")
@@ -213,10 +244,15 @@ def search_cmd(
 
 @retrieval_options(Profile.core)
 def ask_cmd(
-    question: Annotated[str, typer.Argument(help="The question, or - for stdin.", show_default=False)],
+    question: Annotated[str, typer.Argument(metavar="QUESTION", help="The question, or - for stdin.", show_default=False)],
     retrieval: RetrievalArgs,
     today: Annotated[
-        str, typer.Option(help="Date to treat as today for questions like 'how long ago' (default: the --as-of date, else none).")
+        str,
+        typer.Option(
+            metavar="DATE",
+            help="Date to take as today for questions like 'how long ago' (default: the --as-of date, else none).",
+            show_default=False,
+        ),
     ] = "",
     db_path: opt.Db = None,
     user: opt.User = None,
@@ -225,7 +261,11 @@ def ask_cmd(
     embedder: opt.EmbedderName = None,
     json_out: opt.Json = False,
 ) -> None:
-    """Answer a question from memory, citing the episodes used."""
+    """Answer a question from memory, citing the episodes used.
+
+    Loads the answer model (a few seconds the first time). The options below
+    --profile choose what it reads.
+    """
     from nemori_cli.api import Memory
 
     text = _text_arg(question, "question")

@@ -171,13 +171,20 @@ def serve(data: ViewData, port: int = 0) -> LoopbackServer:
     return listen(port, handler(data))
 
 
+EXAMPLES = "nemori view --db chat.db --user priya\nnemori view --port 8765 --no-open"  # the epilog: cli/help.py shows it as is
+
+
 def view_cmd(
     db_path: opt.Db = None,
     user: opt.User = None,
-    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="The port (0: a free one).")] = 0,
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, metavar="PORT", help="The port (0: a free one).")] = 0,
     no_open: Annotated[bool, typer.Option("--no-open", help="Do not open the browser; print the address only.")] = False,
 ) -> None:
-    """A read-only web page over the memory: episodes by day, their messages, facts and why they exist, as of any moment."""
+    """A read-only web page over the memory, in your browser.
+
+    Episodes by day and their messages, the messages not built into
+    episodes yet, facts and why they exist, as of any moment.
+    """
     from nemori_cli import deps
 
     session = deps.session(opt.settings(db_path, user))

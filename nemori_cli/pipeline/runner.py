@@ -197,13 +197,13 @@ class Pipeline:
             raise ModelError(
                 f"model {self.llm.model_id} gave no usable answer: all {e.calls} LLM calls of this run failed "
                 f"(last: {e.last_problem}); nothing was built from them and {left} messages are pending: "
-                "check the model with `nemori doctor`, then rerun the same command (or `nemori flush`)"
+                "check the model with `nemori doctor`, then rerun the same command (or `nemori build`)"
             ) from None
         except ModelError as e:
             self._keep_call_log()
             left = self.mode.backlog(self.db, self.user).messages
             raise ModelError(
-                f"{e.message}; {left} messages are pending and nothing is lost: rerun the same command (or `nemori flush`) to resume"
+                f"{e.message}; {left} messages are pending and nothing is lost: rerun the same command (or `nemori build`) to resume"
             ) from None
 
     def _keep_call_log(self) -> None:

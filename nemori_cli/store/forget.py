@@ -27,7 +27,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from nemori_cli.errors import StoreError
+from nemori_cli.errors import NotFound, StoreError
 from nemori_cli.store import message_index
 from nemori_cli.store import notes as note_sql
 from nemori_cli.store import predictions as prediction_sql
@@ -134,7 +134,7 @@ def forget_episode(db: Store, user: str, episode_id: int, reembed: Reembed | Non
     notes made from its facts, and the running summaries from the first one that folded it in."""
     row = db.one("SELECT id, superseded_by FROM episodes WHERE user_id = ? AND id = ?", (user, episode_id))
     if row is None:
-        raise StoreError(f"no episode {episode_id} for user {user}")
+        raise NotFound(f"no episode {episode_id} for user {user}")
     if row["superseded_by"] is not None:
         head = _merged_into(db, user, episode_id)
         raise StoreError(f"episode {episode_id} was merged into E{head}; forget E{head} instead")
@@ -234,7 +234,7 @@ def forget_note(db: Store, user: str, note_id: int, reembed: Reembed | None = No
     """
     note = note_sql.get(db, user, note_id)
     if note is None:
-        raise StoreError(f"no note {note_id} for user {user}")
+        raise NotFound(f"no note {note_id} for user {user}")
     _secure(db)
     counts = _delete_notes(db, user, [note_id], reembed)
     counts["messages"] = 0
@@ -248,7 +248,7 @@ def forget_note(db: Store, user: str, note_id: int, reembed: Reembed | None = No
 def forget_fact(db: Store, user: str, fact_id: int) -> dict[str, int]:
     """Delete a fact and every fact it superseded (its audit trail says the same thing)."""
     if db.one("SELECT id FROM facts WHERE user_id = ? AND id = ?", (user, fact_id)) is None:
-        raise StoreError(f"no fact {fact_id} for user {user}")
+        raise NotFound(f"no fact {fact_id} for user {user}")
     _secure(db)
     ids = _history(db, "facts", user, fact_id)
     links = db.one(f"SELECT count(*) AS n FROM fact_sources WHERE fact_id IN ({_marks(ids)})", tuple(ids))

@@ -190,6 +190,6 @@ def test_ingest_saves_the_core_and_a_fresh_ask_loads_it(tmp_path, cache_dir):
     assert json.loads(proc.stdout)["core"]["outcome"] == "built"
     assert list((tmp_path / "b.db.kv").glob("*.kv"))
 
-    # forget --user removes the saved state with the rest.
-    assert run_nemori("forget", "--user", "default", "--yes", "--db", str(db), env=env).returncode == 0
+    # forget user removes the saved state with the rest.
+    assert run_nemori("forget", "user", "default", "--yes", "--db", str(db), env=env).returncode == 0
     assert not list((tmp_path / "demo.db.kv").glob("*.kv"))

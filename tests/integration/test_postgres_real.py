@@ -39,7 +39,7 @@ def test_the_bundled_example_on_postgresql(tmp_path):
     again = run_json("ingest", str(EXAMPLE), "--db", url)
     assert again["added"] == 0 and again["episodes"] == 0
 
-    gone = run_nemori("forget", "--user", "default", "--yes", "--db", url)
+    gone = run_nemori("forget", "user", "default", "--yes", "--db", url)
     assert gone.returncode == 0, gone.stderr.decode()
     assert run_json("stats", "--db", url)["counts"]["messages"] == 0
 

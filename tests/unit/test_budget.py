@@ -49,7 +49,7 @@ def test_a_tiny_budget_stops_after_one_episode_and_a_rerun_finishes(env, chat, t
     assert report["tokens_used"] > 1
     assert first.stderr == (
         f"nemori: token budget of 1 reached after {report['tokens_used']} tokens; 12 messages pending; "
-        "rerun the same command (or `nemori flush`) to continue\n"
+        "rerun the same command (or `nemori build`) to continue\n"
     )
     episodes, pending, logged = _counts(path)
     assert (episodes, pending) == (1, 12) and logged == report["tokens_used"]  # every counted call was written

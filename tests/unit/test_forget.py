@@ -315,7 +315,7 @@ def db_file(tmp_path, embedder) -> tuple[Path, dict]:
 
 def test_cli_refuses_a_whole_user_without_yes_off_a_terminal(db_file):
     path, _ = db_file
-    run = _cli("forget", "--db", str(path), "--user", "alice")
+    run = _cli("forget", "user", "alice", "--db", str(path))
     assert run.returncode == 2
     assert run.stderr.splitlines() == ["nemori: error: refusing to forget user alice without --yes"]
     db = SqliteStore(path, create=False)
@@ -325,7 +325,7 @@ def test_cli_refuses_a_whole_user_without_yes_off_a_terminal(db_file):
 
 def test_cli_forgets_a_user_with_yes_and_prints_counts(db_file):
     path, _ = db_file
-    run = _cli("forget", "--db", str(path), "--user", "alice", "--yes", "--json", check_modules=True)
+    run = _cli("forget", "--db", str(path), "user", "alice", "--yes", "--json", check_modules=True)
     assert run.returncode == 0, run.stderr
     out = json.loads(run.stdout)
     assert out["user"] == "alice"
@@ -340,7 +340,7 @@ def test_cli_forgets_a_user_with_yes_and_prints_counts(db_file):
 def test_cli_forgets_an_episode_and_a_fact(db_file):
     path, ids = db_file
     missing = _cli("forget", "--db", str(path), "--user", "bob", "episode", "999")
-    assert missing.returncode == 4
+    assert missing.returncode == 2  # bad input: an id this user's memory does not hold
     assert missing.stderr.strip() == "nemori: error: no episode 999 for user bob"
 
     # --user before the subcommand names whose episode it is.
@@ -369,12 +369,29 @@ def test_cli_asks_on_a_terminal(db_file, monkeypatch):
 
     path, _ = db_file
     monkeypatch.setattr(forget_cmd, "_interactive", lambda: True)
-    declined = CliRunner().invoke(app, ["forget", "--db", str(path), "--user", "alice"], input="n\n")
+    declined = CliRunner().invoke(app, ["forget", "user", "alice", "--db", str(path)], input="n\n")
     assert "Forget everything of user alice (messages: 5, episodes: 2, facts: 2, summaries: 2)" in declined.output
     assert isinstance(declined.exception, NemoriError) and "nothing was forgotten" in declined.exception.message
-    accepted = CliRunner().invoke(app, ["forget", "--db", str(path), "--user", "alice"], input="y\n")
+    accepted = CliRunner().invoke(app, ["forget", "user", "alice", "--db", str(path)], input="y\n")
     assert accepted.exit_code == 0, accepted.output
     assert "forgot user alice: " in accepted.output
     db = SqliteStore(path, create=False)
     assert db.one("SELECT count(*) AS n FROM messages WHERE user_id = 'alice'")["n"] == 0
+    db.close()
+
+
+def test_the_old_spelling_of_forgetting_a_user_is_refused_naming_the_new_one(db_file):
+    """`--user` says whose memory everywhere else; forgetting a whole user has its own spelling (issue 44)."""
+    path, _ = db_file
+    for args in (["--user", "alice", "--yes"], ["-u", "alice", "-y"], ["--user", "alice"]):
+        run = _cli("forget", "--db", str(path), *args)
+        assert run.returncode == 2, run.stderr
+        assert run.stderr.splitlines() == [
+            "nemori: error: forgetting a whole user is spelled `nemori forget user alice --yes`; "
+            "--user only says whose episode, fact or note"
+        ]
+    twice = _cli("forget", "--user", "bob", "user", "alice", "--yes", "--db", str(path))
+    assert twice.returncode == 2 and "name two users" in twice.stderr
+    db = SqliteStore(path, create=False)
+    assert db.one("SELECT count(*) AS n FROM messages WHERE user_id = 'alice'")["n"] == 5  # nothing was forgotten
     db.close()

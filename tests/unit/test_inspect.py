@@ -136,6 +136,7 @@ def amem_file(tmp_path, embedder):
 def test_showing_a_missing_item_names_it(cli, native_file, kind):
     run = cli("inspect", kind, "99", "--db", native_file, "--user", "alice")
     assert isinstance(run.exception, StoreError) and run.exception.message == f"no {kind} 99 for user alice"
+    assert run.exception.exit_code == 2  # an id the memory does not hold is bad input, as the README's table says
 
 
 def test_show_an_episode_with_its_merged_part(cli, native_file):
@@ -216,14 +217,14 @@ def test_forgetting_a_note_and_a_user_report_the_same_way(cli, amem_file, tmp_pa
     note = cli("forget", "note", "2", "--db", amem_file, "--user", "u")
     assert note.exit_code == 0, note.output
     assert note.output.startswith("forgot N2 of user u: notes: 1")
-    whole = json.loads(cli("forget", "--user", "u", "--yes", "--json", "--db", amem_file).output)
+    whole = json.loads(cli("forget", "user", "u", "--yes", "--json", "--db", amem_file).output)
     assert list(whole) == ["user", "counts"] and whole["user"] == "u" and whole["counts"]["notes"] == 2
     path = tmp_path / "whole.db"
     db = SqliteStore(path)
     db.bind_embedder(identity(embedder), embedder.dimensions)
     _fill_user(db, embedder, "alice", "Quux")
     db.close()
-    text = cli("forget", "--user", "alice", "--yes", "--db", str(path)).output
+    text = cli("forget", "user", "alice", "--yes", "--db", str(path)).output
     assert text.startswith("forgot user alice: ") and "messages: 5" in text
 
 

@@ -401,7 +401,7 @@ def test_forget_fact_episode_user_and_scrub(native):
     episodes = check("inspect-episodes", nemori("inspect", "episodes", "--db", native, "--json"))["episodes"]
     gone = check("forget-episode", nemori("forget", "episode", episodes[-1]["id"], "--db", native, "--json"))
     assert gone["counts"]["episodes"] >= 1
-    whole = check("forget-user", nemori("forget", "--user", "default", "--yes", "--db", native, "--json"))
+    whole = check("forget-user", nemori("forget", "user", "default", "--yes", "--db", native, "--json"))
     assert whole["counts"]["messages"] > 0
     check("forget-scrub", nemori("forget", "--scrub", "--db", native, "--json"))
 

@@ -61,7 +61,7 @@ def test_every_command_runs_on_a_postgresql_store(world):
     assert gone["episode"] == first and gone["counts"]["episodes"] == 1
     left = _json(nemori("inspect", "episodes", "--db", url, "--user", "ann", "--json"))["episodes"]
     assert [e["id"] for e in left] == [e["id"] for e in episodes[1:]]
-    _json(nemori("forget", "--user", "ann", "--yes", "--db", url, "--json"))
+    _json(nemori("forget", "user", "ann", "--yes", "--db", url, "--json"))
     assert _json(nemori("stats", "--db", url, "--user", "ann", "--json"))["counts"]["messages"] == 0
     store = open_store(url)
     try:

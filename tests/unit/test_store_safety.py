@@ -55,7 +55,7 @@ def foreign(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "command", [["stats"], ["inspect", "episodes"], ["search", "anything"], ["ask", "anything"], ["forget", "--user", "u", "--yes"]]
+    "command", [["stats"], ["inspect", "episodes"], ["search", "anything"], ["ask", "anything"], ["forget", "user", "u", "--yes"]]
 )
 def test_no_command_touches_another_applications_sqlite_file(foreign, command):
     before = digest(foreign)
@@ -214,7 +214,7 @@ def test_forget_says_so_when_an_open_reader_keeps_the_text_in_the_file_and_scrub
     reader = apsw.Connection(str(path))
     reader.execute("BEGIN")
     assert reader.execute("SELECT count(*) FROM messages").fetchall()[0][0] == 40  # a snapshot held open
-    run = nemori("forget", "--user", "bob", "--yes", "--db", str(path))
+    run = nemori("forget", "user", "bob", "--yes", "--db", str(path))
     assert run.returncode == 4 and "another process reading" in one_clear_line(run)
     reader.execute("ROLLBACK")
     reader.close()
@@ -226,6 +226,6 @@ def test_forget_says_so_when_an_open_reader_keeps_the_text_in_the_file_and_scrub
 
 def test_forget_without_readers_scrubs_at_once(tmp_path, embedder):
     path = _secret_file(tmp_path, embedder)
-    run = nemori("forget", "--user", "bob", "--yes", "--db", str(path))
+    run = nemori("forget", "user", "bob", "--yes", "--db", str(path))
     assert run.returncode == 0, run.stderr
     assert not _on_disk(path, b"zanzibarsecret")

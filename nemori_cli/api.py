@@ -677,7 +677,10 @@ class Memory:
 
 
 class BuildRunning(NemoriError):
-    """Another process is building this memory (it holds the build lock): exit 1, with its pid."""
+    """Another process is building this memory (it holds the build lock): exit 4 (the memory is in use, as a
+    database locked by another writer is), with its pid."""
+
+    exit_code = 4
 
     def __init__(self, store: str, user: str, pid: int | None):
         who = f"pid {pid}" if pid else "a process starting up"

@@ -138,7 +138,6 @@ def start_background(build_lock, settings, json_out: bool, *, quiet: bool = Fals
     from nemori_cli import deps
     from nemori_cli.api import BuildRunning, Memory
     from nemori_cli.config import child_environment
-    from nemori_cli.errors import NemoriError
 
     holder = build_lock.holder()
     if holder is not None:
@@ -192,7 +191,7 @@ def start_background(build_lock, settings, json_out: bool, *, quiet: bool = Fals
         if code is not None:  # done already (nothing pending), or refused: its last line says why
             last = _last_line(log)
             if code != 0:
-                raise NemoriError(f"the background build stopped at once (exit {code}): {last}")
+                raise _stopped_at_once(code, last)
             if not quiet:
                 _say_started(json_out, child.pid, log, settings, finished=True)
             return {"pid": child.pid, "log": str(log), "finished": True}
@@ -215,6 +214,17 @@ def _say_started(json_out: bool, pid: int, log: Path, settings, *, finished: boo
         f"building in the background (pid {pid}); log: {log}\n"
         "`nemori stats` shows how far it is, `nemori build --stop` stops it; `ask` answers meanwhile\n"
     )
+
+
+def _stopped_at_once(code: int, last: str):
+    """The worker's refusal as this command's own: its line without its "nemori: error: " (the prefix once),
+    and its exit code (4 a database it cannot write, 2 a setting, ...), as the README's table says."""
+    from nemori_cli.errors import NemoriError
+
+    reason = last.removeprefix("nemori: error: ") if code > 0 else f"killed by signal {-code}; its log ends: {last}"
+    error = NemoriError(f"the background build stopped at once: {reason}")
+    error.exit_code = code if code > 0 else 1
+    return error
 
 
 def _last_line(log: Path) -> str:

@@ -327,7 +327,7 @@ class Memory:
     def _lock(self):
         from nemori_cli.pipeline import lock
 
-        return lock.BuildLock(lock.path_for(self.settings))
+        return lock.for_settings(self.settings)
 
     def _backlog(self, session: deps.Session) -> int:
         from nemori_cli.memory.profile import resolve

@@ -80,7 +80,7 @@ def build_cmd(
     settings.parallel = parallel or settings.parallel
     settings.workers = workers or settings.workers
     check_workers(settings)
-    build_lock = lock.BuildLock(lock.path_for(settings))
+    build_lock = lock.for_settings(settings)
     if stop:
         _stop(build_lock, settings, json_out)
     elif background:
@@ -250,6 +250,10 @@ def _stop(build_lock, settings, json_out: bool) -> None:
         else:
             sys.stderr.write(f"nemori: no build is running on {settings.store_name} for user {settings.user}\n")
         return
+    if holder.elsewhere:  # a PostgreSQL store's build on another machine: its pid is not one of ours
+        raise NemoriError(
+            f"the build of {settings.store_name} for user {settings.user} runs on {holder.host} (pid {holder.pid}); stop it there"
+        )
     try:
         os.kill(holder.pid, signal.SIGTERM)
     except ProcessLookupError:

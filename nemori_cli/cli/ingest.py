@@ -395,7 +395,7 @@ def _store_only(
 
         # Started before the report is printed: a worker that cannot start is the one line this command ends with.
         worker = build_cmd.start_background(
-            lock.BuildLock(lock.path_for(settings)),
+            lock.for_settings(settings),
             settings,
             json_out=False,
             quiet=True,

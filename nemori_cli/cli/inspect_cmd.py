@@ -315,7 +315,7 @@ def _built(settings, store):
     from nemori_cli.memory.profile import resolve
     from nemori_cli.pipeline import built, lock
 
-    holder = lock.BuildLock(lock.path_for(settings)).holder()
+    holder = lock.for_settings(settings).holder()
     return built.state(
         store, settings.user, resolve(store, {}), eta=deps.build_eta(settings, store), worker_pid=holder.pid if holder else None
     )

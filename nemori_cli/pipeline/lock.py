@@ -11,19 +11,34 @@ model is loaded yet) for `stats`, `ask` and `build --stop`.
 
 flock(2) rather than a pid file alone: a `kill -9` releases it with the
 process, so a dead worker never blocks the next build, and no pid is ever
-trusted without the lock being held. The file lives in nemori's cache
-directory, keyed by the store and the user, so nothing is written beside the
-user's database. It is a lock of this machine: two machines building one
-PostgreSQL store do not see each other's (each is still safe, as above).
+trusted without the lock being held.
+
+Which lock is "this memory's" must not depend on how it was reached:
+
+- a SQLite file is keyed by what it is (its device and inode), not by the
+  path as spelled, so a hard link or another spelling finds the same lock;
+- the lock files live in one folder per system user and machine (under the
+  system's temporary folder), not in the cache directory, so a second
+  NEMORI_CACHE_DIR sees a build the first started; nothing is written
+  beside the user's database;
+- a PostgreSQL store is shared by machines, which see none of each other's
+  files: there the build also takes a session advisory lock per user on the
+  server (released by the server when the holder's connection ends, a
+  `kill -9` or a lost machine included), and writes who holds it (pid, host,
+  state) as that connection's application_name, for `stats` and `build
+  --stop` on any machine.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import hashlib
 import json
 import os
+import socket
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,19 +55,46 @@ class Holder:
     pid: int | None  # None: the holder has not written its record yet
     user: str | None
     state: str | None = None  # "loading" (its model) or "building"
+    host: str | None = None  # the machine it runs on (a PostgreSQL store's builder may be on another)
+
+    @property
+    def elsewhere(self) -> bool:
+        """On another machine: its pid is not one of this machine's."""
+        return self.host is not None and self.host != this_host()
+
+
+def lock_dir() -> Path:
+    """The folder of this system user's build locks on this machine, whatever cache directory a command uses."""
+    return Path(tempfile.gettempdir()) / f"nemori-builds-{os.getuid()}"
+
+
+def _store_key(settings: Settings) -> str:
+    if settings.db_url:
+        return settings.store_name
+    path = settings.db_path.expanduser()
+    try:
+        st = path.stat()
+    except OSError:  # no file yet: nothing can be building it; its path until it exists
+        return str(path.resolve())
+    return f"sqlite-inode:{st.st_dev}:{st.st_ino}"  # the file itself: a hard link or another spelling is the same
 
 
 def path_for(settings: Settings) -> Path:
-    """The lock file of this store and user (a SQLite file by its real path, a PostgreSQL store by its URL)."""
-    store = settings.store_name if settings.db_url else str(settings.db_path.expanduser().resolve())
-    digest = hashlib.sha256(f"{store}\0{settings.user}".encode()).hexdigest()[:24]
-    return settings.cache_dir / "builds" / f"{digest}.lock"
+    """The lock file of this store and user (a SQLite file by its device and inode, a PostgreSQL store by its URL)."""
+    digest = hashlib.sha256(f"{_store_key(settings)}\0{settings.user}".encode()).hexdigest()[:24]
+    return lock_dir() / f"{digest}.lock"
+
+
+def for_settings(settings: Settings) -> BuildLock:
+    """The build lock of this memory: the file lock, and on PostgreSQL the server's advisory lock too."""
+    return BuildLock(path_for(settings), url=settings.db_url, user=settings.user)
 
 
 class BuildLock:
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, *, url: str | None = None, user: str | None = None):
         self.path = path
         self._fd: int | None = None
+        self._server = ServerLock(url, user) if url and user is not None else None
 
     def acquire(self, *, user: str) -> bool | None:
         """Take the lock without waiting for a holder and write who holds it.
@@ -62,7 +104,7 @@ class BuildLock:
         the database does not need it.
         """
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            _own_folder(self.path.parent)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError:
             return None
@@ -76,6 +118,10 @@ class BuildLock:
                     os.close(fd)
                     return False
                 time.sleep(0.02)
+        if self._server is not None and self._server.acquire() is False:  # another machine (or cache folder) builds it
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+            return False
         self._fd = fd
         self.note(user=user, state="loading")
         return True
@@ -86,8 +132,12 @@ class BuildLock:
             record = json.dumps({"pid": os.getpid(), "user": user, "state": state}).encode()
             os.ftruncate(self._fd, 0)
             os.pwrite(self._fd, record, 0)
+            if self._server is not None:
+                self._server.note(state)
 
     def release(self) -> None:
+        if self._server is not None:
+            self._server.release()
         if self._fd is not None:
             os.ftruncate(self._fd, 0)  # before the unlock: a reader never sees a stale holder on a free lock
             fcntl.flock(self._fd, fcntl.LOCK_UN)
@@ -102,6 +152,12 @@ class BuildLock:
         """Who holds the lock now (another process, or this object), or None when nobody does (or it cannot be read)."""
         if self._fd is not None:
             return _read(self._fd)
+        here = self._file_holder()
+        if here is None and self._server is not None:
+            return self._server.holder()
+        return here
+
+    def _file_holder(self) -> Holder | None:
         try:
             fd = os.open(self.path, os.O_RDONLY)
         except OSError:
@@ -136,3 +192,81 @@ def _read(fd: int) -> Holder:
     raw = raw if isinstance(raw, dict) else {}
     pid, user, state = raw.get("pid"), raw.get("user"), raw.get("state")
     return Holder(pid if isinstance(pid, int) else None, user if isinstance(user, str) else None, state if isinstance(state, str) else None)
+
+
+def _own_folder(folder: Path) -> None:
+    """Make the lock folder, private; refuse one another system user made (it could hand us its files)."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if folder.stat().st_uid != os.getuid():
+        raise PermissionError(errno.EPERM, f"{folder} belongs to another user")
+
+
+# Session advisory locks of PostgreSQL take two 32-bit keys: nemori's builds, and the user's.
+_BUILDS = 0x6E6D7269  # "nmri"
+_RECORD = "nemori-build "
+
+
+def this_host() -> str:
+    return socket.gethostname()[:32]  # as it fits in application_name with the rest
+
+
+def _user_key(user: str) -> int:
+    return int.from_bytes(hashlib.sha256(user.encode()).digest()[:4], "big", signed=True)
+
+
+class ServerLock:
+    """A PostgreSQL session advisory lock per user of the store's database, on a connection of its own held while building."""
+
+    def __init__(self, url: str, user: str):
+        self.url, self.user = url, user
+        self._conn = None
+
+    def _connect(self):
+        import psycopg
+
+        return psycopg.connect(self.url, autocommit=True, connect_timeout=10)
+
+    def acquire(self) -> bool | None:
+        """True: held now; False: another session holds it; None: the server cannot be asked (the store will say why)."""
+        try:
+            conn = self._connect()
+            held = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (_BUILDS, _user_key(self.user))).fetchone()[0]
+        except Exception:  # psycopg's errors: the store's own connection reports the server's state, once
+            return None
+        if not held:
+            conn.close()
+            return False
+        self._conn = conn
+        return True
+
+    def note(self, state: str) -> None:
+        if self._conn is None:
+            return
+        # pg_stat_activity shows it to every session of the database: who builds, where, how far (63 bytes at most).
+        record = f"{_RECORD}{os.getpid()} {state} {this_host()}"
+        with contextlib.suppress(Exception):  # only the record: the lock itself is held as long as the connection is
+            self._conn.execute("SELECT set_config('application_name', %s, false)", (record,))
+
+    def release(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()  # the server drops the session's advisory lock with it
+            finally:
+                self._conn = None
+
+    def holder(self) -> Holder | None:
+        """The session holding this user's lock, by its record; None when nobody does (or the server cannot be asked)."""
+        try:
+            with self._connect() as conn:
+                row = conn.execute(
+                    "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+                    "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 AND l.classid = %s AND l.objid = %s "
+                    "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+                    (_BUILDS, _user_key(self.user) & 0xFFFFFFFF),
+                ).fetchone()
+        except Exception:
+            return None
+        if row is None:
+            return None
+        pid, state, host = ((row[0] or "").removeprefix(_RECORD).split(" ", 2) + ["", "", ""])[:3]
+        return Holder(int(pid) if pid.isdigit() else None, self.user, state or None, host or None)

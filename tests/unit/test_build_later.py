@@ -176,7 +176,7 @@ def test_one_build_lock_per_store_and_a_killed_holder_frees_it(tmp_path):
     second.release()
 
 
-def test_lock_files_are_keyed_by_the_store_and_live_in_the_cache_directory(tmp_path, monkeypatch):
+def test_lock_files_are_keyed_by_the_store_and_live_in_one_folder_whatever_the_cache(tmp_path, monkeypatch):
     from nemori_cli.config import Settings
 
     monkeypatch.setenv("NEMORI_CACHE_DIR", str(tmp_path / "cache"))
@@ -184,7 +184,7 @@ def test_lock_files_are_keyed_by_the_store_and_live_in_the_cache_directory(tmp_p
     monkeypatch.chdir(tmp_path)
     assert lock.path_for(Settings.from_env(db="a.db")) == a  # the same file by another name
     assert lock.path_for(Settings.from_env(db=str(tmp_path / "b.db"))) != a
-    assert a.parent == tmp_path / "cache" / "builds"
+    assert a.parent == lock.lock_dir()  # not the cache directory: a second NEMORI_CACHE_DIR sees the same lock
     assert lock.path_for(Settings.from_env(db="a.db", user="bob")) != a  # one build per memory: a store and a user
 
 
@@ -307,6 +307,8 @@ def test_an_ingest_that_would_build_while_another_process_builds_only_stores(wor
     from nemori_cli.config import Settings
 
     tmp_path, _ = world
+    with Memory(tmp_path / "m.db", user="carol") as carol:  # the file first: its lock is keyed by what it is (device, inode)
+        carol.ingest(conversation())
     holder = _hold(lock.path_for(Settings.from_env(db=str(tmp_path / "m.db"))))
     try:
         with Memory(tmp_path / "m.db") as memory:

@@ -375,3 +375,28 @@ def test_an_amem_memory_answers_from_its_notes_not_from_a_core_of_raw_turns(worl
         assert {h.kind for h in reply.hits} == {"note"}
         prompt = asked[-1].history[-1][0][-1]["content"]
         assert "The whole conversation" not in prompt  # no core of raw turns
+
+
+def test_beyond_the_window_the_short_road_prepares_no_core_and_answers_from_a_short_context(world, monkeypatch):
+    """Issue 41: a history longer than the core holds is answered from what the question finds, with no core read."""
+    from nemori_cli import Memory
+    from nemori_cli.retrieval import core_answer
+
+    tmp_path, asked = world
+    small = core_answer.CoreBudget(40, beyond="short")  # 40 tokens: the 8 messages do not fit
+    monkeypatch.setattr(core_answer, "budget_for", lambda window, *tail, beyond=None: small)
+    with Memory(tmp_path / "m.db") as memory:
+        memory.ingest(conversation(per_topic=2))
+        prepared, core = memory.prepare_core()
+        assert prepared.outcome == "none" and core is not None and not core.holds_everything
+        memory.ask("What did Ann and Bob say about the kayak?", today="2023-06-01")
+        assert memory.last_core is None  # nothing was prepared for the answer either
+        prompt = asked[-1].history[-1][0][-1]["content"]
+        assert "The whole conversation" not in prompt and "kayak" in prompt
+    roomy = core_answer.CoreBudget(4000, beyond="short")  # where it fits, the core as before
+    monkeypatch.setattr(core_answer, "budget_for", lambda window, *tail, beyond=None: roomy)
+    with Memory(tmp_path / "m.db") as memory:
+        _prepared, core = memory.prepare_core()  # a fake model keeps no KV state: "none" here whatever the road
+        assert core.holds_everything
+        memory.ask("What did Ann and Bob say about the kayak?", today="2023-06-01")
+        assert "The whole conversation" in asked[-1].history[-1][0][-1]["content"]

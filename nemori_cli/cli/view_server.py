@@ -76,6 +76,12 @@ class GuardedHandler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
         return  # quiet: the terminal shows where the page is, not every request or dropped client
 
+    def handle(self) -> None:
+        try:
+            super().handle()
+        except (BrokenPipeError, ConnectionResetError):  # the client left before its answer: nobody is left to tell
+            self.close_connection = True
+
     def get(self) -> None:  # pragma: no cover - each view answers its own
         raise NotImplementedError
 
@@ -123,6 +129,10 @@ class GuardedHandler(BaseHTTPRequestHandler):
         """http.server's own refusals (a bad request line, an unknown method, a header too long) as JSON too."""
         status = HTTPStatus(code)
         self.close_connection = True
+        # A request line http.server could not read leaves the version at HTTP/0.9, which has no status line or
+        # headers: the client (a browser, curl: HTTP/1.x all) would get a bare body it cannot tell from a page.
+        if self.request_version == "HTTP/0.9":
+            self.request_version = "HTTP/1.0"
         self.send_json(status, {"error": message or status.phrase.lower()})
 
     def send_json(self, status: HTTPStatus, payload: dict[str, Any]) -> None:

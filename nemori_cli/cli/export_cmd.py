@@ -161,13 +161,15 @@ def _memory(session):
     db, user = session.db, session.user
     with db.snapshot():
         latest = summaries.latest(db, user)
+        mode = mode_of(db)  # what "not built yet" means depends on the memory mode
         return Memory(
             user=user,
             episodes=episodes.list_all(db, user, include_superseded=True),
             facts=facts.list_all(db, user, include_superseded=True),
             notes=notes.list_all(db, user),
             summary=latest[1] if latest else None,
-            pending=mode_of(db).backlog(db, user).messages,  # what "not yet remembered" means depends on the memory mode
+            pending=mode.backlog(db, user).messages,
+            unbuilt=mode.unbuilt(db, user),
         )
 
 

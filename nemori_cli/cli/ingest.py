@@ -419,10 +419,12 @@ def _store_only(
     else:
         from nemori_cli.pipeline.built import clock
 
-        console().print(
-            f"read {report.read} messages ({report.added} new) from {source} and stored them in {report.seconds:.1f} s: searchable now",
-            soft_wrap=True,
+        stored = (
+            f"and stored them in {report.seconds:.1f} s: searchable now"
+            if report.added
+            else "all stored before: nothing new to store"  # not "stored them in 0.0 s", which reads as if it did
         )
+        console().print(f"read {report.read} messages ({report.added} new) from {source} {stored}", soft_wrap=True)
         if state.pending:
             eta = f" (about {clock(state.eta_seconds)} of model time at {state.eta_source} rates)" if state.eta_seconds is not None else ""
             if state.worker_pid is not None:
@@ -549,7 +551,11 @@ def print_report(
     else:
         notes = f", stored as {report.notes} notes," if report.notes else ""
         made = f"made {report.episodes} episodes ({report.merged} merged into earlier ones) and {report.facts} facts{notes} in {report.windows} windows"
-    console().print(f"{read}{made} ({report.seconds:.1f} s); {report.pending} messages pending")
+    if source and not report.added and not report.windows:  # a re-ingest that found nothing new and built nothing
+        made = "nothing new to store or build"
+        console().print(f"{read}{made}; {report.pending} messages pending")
+    else:
+        console().print(f"{read}{made} ({report.seconds:.1f} s); {report.pending} messages pending")
     if core:
         held = "the whole history" if core["whole_history"] else "the most recent part of the history"
         how = f"{core['read']} new tokens read" if core["outcome"] == "extended" else "read"

@@ -353,17 +353,63 @@ def stats_cmd(db_path: opt.Db = None, user: opt.User = None, json_out: opt.Json 
     if json_out:
         print_json(info)
         return
-    from rich.table import Table
-
     out = console()
-    out.print(f"{info['db']} (schema {info['schema_version']}, embedder {info['embedder']}), user {u}")
-    out.print(", ".join(f"{v} {k}" for k, v in counts.items()))
-    out.print(f"method: {info['profile']}")
+    out.print(f"{info['db']} (schema {info['schema_version']}, embedder {info['embedder']}), user {u}", soft_wrap=True)
+    out.print(_counts_line(counts), soft_wrap=True)
     if built.built_through is not None or built.pending:
         through = f"built through {built.built_through:%Y-%m-%d %H:%M}" if built.built_through else "nothing built yet"
         out.print(f"{through}; {built.line() or 'everything is built'}", markup=False, highlight=False, soft_wrap=True)
-    columns = ("calls", "attempts", "prompt_tokens", "completion_tokens", "seconds", "failed", "repaired", "fallbacks", "decisions")
-    table = Table("stage", "calls", "attempts", "prompt tok", "output tok", "seconds", "failed", "repaired", "fallbacks", "decisions")
-    for s in stages:
-        table.add_row(s["stage"], *(str(s.get(c, 0)) for c in columns))
-    out.print(table)
+    out.print(f"method: {info['profile']}", soft_wrap=True)
+    if stages:
+        out.print(_stage_table(stages))
+    else:
+        out.print("no model calls yet")
+
+
+def _counts_line(counts: dict[str, int]) -> str:
+    """The counters in words: '16 messages (16 not built yet), 4 episodes (1 merged into later ones), 3 facts (1 superseded)'.
+
+    A part this memory has none of is left out (notes outside A-MEM), but for messages, episodes and facts.
+    """
+
+    def said(n: int, noun: str, *extra: tuple[int, str]) -> str:
+        more = ", ".join(f"{k} {what}" for k, what in extra if k)
+        return f"{n} {noun}{'' if n == 1 else 's'}" + (f" ({more})" if more else "")
+
+    parts = [
+        said(counts.get("messages", 0), "message", (counts.get("pending", 0), "not built yet")),
+        said(counts.get("episodes", 0), "episode", (counts.get("merged_episodes", 0), "merged into later ones")),
+        said(counts.get("facts", 0), "fact", (counts.get("superseded_facts", 0), "superseded")),
+    ]
+    if counts.get("notes"):
+        links, evolved = counts.get("note_links", 0), counts.get("evolved_notes", 0)
+        parts.append(said(counts["notes"], "note", (links, "links" if links != 1 else "link"), (evolved, "evolved")))
+    return ", ".join(parts)
+
+
+def _stage_table(stages: list[dict]):
+    """Per stage, what building cost, sized for 80 columns: headers of short words, two-word ones over two lines
+    (a header rich had to squeeze was cut: "prom…"), stage names never wrapped."""
+    from rich import box
+    from rich.table import Table
+
+    columns = (
+        ("calls", "calls"),
+        ("attempts", "tries"),
+        ("prompt_tokens", "prompt\ntokens"),
+        ("completion_tokens", "output\ntokens"),
+        ("seconds", "seconds"),
+        ("failed", "failed"),
+        ("repaired", "fixed"),
+        ("fallbacks", "fell\nback"),
+        ("decisions", "decided"),
+    )
+    # The box's own blank separator is the one space between columns (no cell padding), and no outer edge:
+    # ten columns are 73 wide with a 13-letter stage and 5-digit token counts.
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=0)
+    table.add_column("stage", no_wrap=True)
+    for _, header in columns:
+        table.add_column(header, justify="right", no_wrap=True)
+    for row in stages:
+        table.add_row(row["stage"], *(str(row.get(key, 0)) for key, _ in columns))
+    return table

@@ -5,6 +5,8 @@ the files. Every date is written out absolutely ("Monday 8 May 2023"),
 because the journal is read long after, when "yesterday" means nothing.
 Merged episodes are left out (the episode they were merged into tells their
 story), and so are ids: a reader follows dates and links, not E12 or F7.
+Messages not built into episodes yet (after `ingest --build later`) are the
+memory until the build runs, so each month lists them by day, as said.
 """
 
 from __future__ import annotations
@@ -12,10 +14,13 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TypeVar
 
 from nemori_cli.cli.render import visible
 from nemori_cli.dates import format_date
-from nemori_cli.domain import Episode, Fact, Note, to_epoch
+from nemori_cli.domain import Episode, Fact, Message, Note, to_epoch
+
+_Said = TypeVar("_Said", Note, Message)
 
 MARK = "<!-- nemori journal: written by `nemori export --format markdown`, rewritten by the next one -->"
 _MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December")
@@ -32,6 +37,7 @@ class Memory:
     notes: list[Note] = field(default_factory=list)
     summary: str | None = None  # the latest running summary (--memory summary)
     pending: int = 0  # messages the memory has not been made from yet
+    unbuilt: list[Message] = field(default_factory=list)  # those messages, oldest first (shown as said until built)
 
 
 def day(ts: datetime) -> str:
@@ -82,8 +88,14 @@ def render(memory: Memory) -> dict[str, str]:
         name = month_file(d)
         titles[name] = _month_title(d)
         months[name].append(_notes_of_day(d, notes))
+    unbuilt_in: dict[str, int] = defaultdict(int)
+    for d, said in _by_day(memory.unbuilt):
+        name = month_file(d)
+        titles[name] = _month_title(d)
+        unbuilt_in[name] += len(said)
+        months[name].append(_unbuilt_day(d, said))
     files = {name: f"{MARK}\n\n# {titles[name]}\n\n" + "\n".join(sections) for name, sections in sorted(months.items())}
-    files["index.md"] = _index(memory, episodes, loose, titles)
+    files["index.md"] = _index(memory, episodes, loose, titles, unbuilt_in)
     return files
 
 
@@ -106,11 +118,18 @@ def _fact(f: Fact, facts: dict[int, Fact], episodes: dict[int, Episode]) -> str:
     return f"- ~~{_line(f.text)}~~ *(later{since}: {_line(later.text)})*"
 
 
-def _by_day(notes: list[Note]) -> list[tuple[datetime, list[Note]]]:
+def _by_day(items: list[_Said]) -> list[tuple[datetime, list[_Said]]]:
+    """Notes or messages grouped by the day they were said, oldest first: [(the first one's time, the day's items)]."""
     days: dict = defaultdict(list)
-    for n in sorted(notes, key=lambda n: (to_epoch(n.timestamp), n.id)):
+    for n in sorted(items, key=lambda n: (to_epoch(n.timestamp), n.id)):
         days[n.timestamp.date()].append(n)
     return [(group[0].timestamp, group) for _, group in sorted(days.items())]
+
+
+def _unbuilt_day(d: datetime, said: list[Message]) -> str:
+    lines = [f"## {day(d)} · messages not built into episodes yet", ""]
+    lines += [f"- {m.timestamp:%H:%M} **{_line(m.speaker)}**: {_line(m.content)}" for m in said]
+    return "\n".join(lines) + "\n"
 
 
 def _notes_of_day(d: datetime, notes: list[Note]) -> str:
@@ -121,7 +140,7 @@ def _notes_of_day(d: datetime, notes: list[Note]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _index(memory: Memory, episodes: list[Episode], loose: list[Note], titles: dict[str, str]) -> str:
+def _index(memory: Memory, episodes: list[Episode], loose: list[Note], titles: dict[str, str], unbuilt_in: dict[str, int]) -> str:
     out = [MARK, "", f"# The journal of {memory.user}", ""]
     if episodes:
         first, last = episodes[0].start, max((e.end for e in episodes), key=to_epoch)
@@ -131,10 +150,17 @@ def _index(memory: Memory, episodes: list[Episode], loose: list[Note], titles: d
         )
     if loose:
         out.append(f"{len(loose)} notes from {format_date(loose[0].timestamp)} to {format_date(loose[-1].timestamp)}.")
-    if not episodes and not loose:
+    if memory.unbuilt:
+        first, last = memory.unbuilt[0].timestamp, memory.unbuilt[-1].timestamp
+        how = "are kept as they were said, below by month" if not episodes and not loose else "are listed by day in their months"
+        out.append(
+            f"{_count(len(memory.unbuilt), 'message')} from {format_date(first)} to {format_date(last)} are not built into "
+            f"episodes yet: they {how}; `nemori build` builds them."
+        )
+    elif memory.pending:
+        out.append(f"{_count(memory.pending, 'message')} not built into memory yet: `nemori build` builds them.")
+    if not episodes and not loose and not memory.unbuilt:
         out.append("Nothing has been remembered yet.")
-    if memory.pending:
-        out.append(f"{_count(memory.pending, 'message')} not remembered yet: the next `nemori ingest` or `nemori flush` will.")
     out.append("")
     if memory.summary:
         out += ["## In short", "", memory.summary.strip(), ""]
@@ -143,7 +169,8 @@ def _index(memory: Memory, episodes: list[Episode], loose: list[Note], titles: d
     for name in sorted(titles):
         in_month = [e for e in episodes if month_file(e.start) == name]
         notes = sum(1 for n in loose if month_file(n.timestamp) == name)
-        counts = ", ".join(p for p in (_count(len(in_month), "episode"), _count(notes, "note")) if p)
+        said = _count(unbuilt_in.get(name, 0), "message")
+        counts = ", ".join(p for p in (_count(len(in_month), "episode"), _count(notes, "note"), said and f"{said} not built yet") if p)
         out.append(f"- [{titles[name]}]({name}): {counts}")
         out += [f"  - [{format_date(e.start)}: {_line(e.title)}]({name}#e{e.id})" for e in in_month]
     known = [f for f in memory.facts if f.status == "active"]

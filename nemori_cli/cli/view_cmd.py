@@ -80,6 +80,15 @@ class ViewData:
         found = fact_sql.list_all(self.store, self.user, include_superseded=True, as_of=_moment(as_of))
         return {"facts": [fact_json(f) for f in found]}
 
+    def unbuilt(self) -> dict[str, Any]:
+        """The messages not built into episodes yet, oldest first: until `nemori build` runs, they are the memory."""
+        from nemori_cli.cli.render import message_json
+        from nemori_cli.memory.profile import mode_of
+
+        with self.store.snapshot():
+            found = mode_of(self.store).unbuilt(self.store, self.user)
+        return {"messages": [message_json(m) for m in found]}
+
     def fact(self, fact_id: int) -> dict[str, Any] | None:
         from nemori_cli.cli import fact_view
 
@@ -131,6 +140,8 @@ def handler(data: ViewData) -> type[GuardedHandler]:
                     self._json(HTTPStatus.OK, data.episodes(as_of))
                 elif url.path == "/api/facts":
                     self._json(HTTPStatus.OK, data.facts(as_of))
+                elif url.path == "/api/unbuilt":
+                    self._json(HTTPStatus.OK, data.unbuilt())
                 elif m := _ITEM.match(url.path):
                     kind, item_id = m.group(1), _item_id(m.group(2))
                     found = data.episode(item_id) if kind == "episode" else data.fact(item_id)

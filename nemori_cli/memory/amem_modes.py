@@ -76,6 +76,11 @@ class Amem(MemoryMode):
     def waiting(self, db: Store, user: str, limit: int) -> list[int]:
         return note_sql.unnoted_messages(db, user, limit=limit)
 
+    def unbuilt(self, db: Store, user: str, limit: int | None = None) -> list[Message]:
+        ids = note_sql.unnoted_messages(db, user, limit=limit)
+        found = message_sql.by_ids(db, user, ids)
+        return [found[i] for i in ids if i in found]
+
     def first_waiting(self, db: Store, user: str) -> float | None:
         ids = self.waiting(db, user, limit=1)  # oldest first
         found = message_sql.by_ids(db, user, ids)

@@ -140,6 +140,10 @@ class MemoryMode:
         """The stored messages this mode has not made memory of yet: messages no episode owns."""
         return message_sql.backlog(db, user)
 
+    def unbuilt(self, db: Store, user: str, limit: int | None = None) -> list[Message]:
+        """The messages ``backlog`` counts, oldest first: until they are built they are the memory (journal, view, stats)."""
+        return message_sql.pending(db, user, limit)
+
     def first_waiting(self, db: Store, user: str) -> float | None:
         """When the oldest message this mode has not made memory of was said (epoch seconds); None when there is none."""
         return message_sql.first_pending_epoch(db, user)

@@ -425,9 +425,11 @@ def test_an_export_of_an_older_schema_is_upgraded_like_its_file_would_be(world, 
 def test_the_markdown_journal_reads_as_a_diary(world):
     src = build(world, "src")
     said = ok("export", "--format", "markdown", "--db", src, "--user", "ann", "--out", world / "journal")
-    assert "index.md and 1 month" in said
+    assert "index.md and 2 months" in said
     files = {p.name: p.read_text(encoding="utf-8") for p in (world / "journal").iterdir()}
-    assert set(files) == {"index.md", "2023-05.md"}  # June holds only the pending tail: no episode yet
+    assert set(files) == {"index.md", "2023-05.md", "2023-06.md"}  # June holds only the pending tail: its messages, as said
+    june = files["2023-06.md"]
+    assert "· messages not built into episodes yet\n\n- 09:00 **Ann**: Let us talk about the bakery again, point 0.\n" in june
     may = files["2023-05.md"]
     assert may.startswith("<!-- nemori journal") and "\n# May 2023\n" in may
     # The kayak day and the paddling two days later became one episode: one section, both days.
@@ -443,7 +445,9 @@ def test_the_markdown_journal_reads_as_a_diary(world):
     assert not re.search(r"\b[EFN]\d+\b", may)  # no internal ids in the prose
     index = files["index.md"]
     assert "# The journal of ann" in index and "- [May 2023](2023-05.md): 3 episodes" in index
-    assert "3 episodes from 8 May 2023 to 11 May 2023" in index and "3 messages not remembered yet" in index
+    assert "3 episodes from 8 May 2023 to 11 May 2023" in index
+    assert "3 messages from " in index and "are not built into episodes yet" in index and "`nemori build` builds them" in index
+    assert "- [June 2023](2023-06.md): 3 messages not built yet" in index
     assert re.search(r"- Ann quit nursing and now works as a pilot\. \(\[11 May 2023\]\(2023-05\.md#e\d+\)\)", index)
     assert "Ann works as a nurse." not in index  # what no longer holds is not "known now"
     for anchor in re.findall(r"2023-05\.md#(e\d+)", index):

@@ -187,7 +187,7 @@ def test_stats_counts_pending_by_how_the_memory_is_built(cli, native_file, amem_
     assert amem["profile"] == "--memory amem" and amem["counts"]["pending"] == 1  # waiting for a note, not an episode
     assert list(amem["counts"]) == list(native["counts"])
     text = cli("stats", "--db", amem_file, "--user", "u").output
-    assert "4 messages, 1 pending, 0 episodes" in text and "method: --memory amem" in text
+    assert "4 messages (1 not built yet), 0 episodes, 0 facts, 3 notes" in text and "method: --memory amem" in text
 
 
 # -- forget's report -------------------------------------------------------------

@@ -2,7 +2,7 @@
 // textContent (never as markup), so what a chat holds is shown, never run.
 "use strict";
 
-const state = { first: null, last: null, asOf: null, episodes: [], facts: [] };
+const state = { first: null, last: null, asOf: null, episodes: [], facts: [], unbuilt: [] };
 
 function el(tag, cls, text) {
   const node = document.createElement(tag);
@@ -49,6 +49,32 @@ function drawTimeline() {
     row.appendChild(el("span", "when", e.start.slice(11, 16)));
     row.appendChild(el("span", "title", e.title));
     row.addEventListener("click", () => showEpisode(e.id));
+    box.appendChild(row);
+  }
+  drawUnbuilt(box, words, cut);
+}
+
+// Messages stored but not built into episodes yet (`ingest --build later`): until the build runs they are
+// the memory, so they are shown as said, by day, under the episodes.
+function drawUnbuilt(box, words, cut) {
+  const until = state.asOf === null ? null : Date.parse(state.asOf);
+  const shown = state.unbuilt.filter(
+    (m) => (until === null || Date.parse(m.timestamp) <= until) && (!words || (m.speaker + " " + m.content).toLowerCase().includes(words)),
+  );
+  if (!shown.length) return;
+  box.appendChild(el("h2", "unbuilt", shown.length + " messages not built into episodes yet"));
+  box.appendChild(el("p", "hint", "Searchable and answerable as they are; `nemori build` makes their episodes and facts."));
+  let group = null;
+  for (const m of shown) {
+    const key = m.timestamp.slice(0, cut);
+    if (key !== group) {
+      group = key;
+      box.appendChild(el("h3", "day", key));
+    }
+    const row = el("div", "message");
+    row.appendChild(el("span", "when", m.timestamp.slice(11, 16)));
+    row.appendChild(el("span", "speaker", m.speaker));
+    row.appendChild(el("span", null, m.content));
     box.appendChild(row);
   }
 }
@@ -121,9 +147,14 @@ async function showFact(id) {
 
 async function load() {
   try {
-    const [episodes, facts] = await Promise.all([get("/api/episodes" + query()), get("/api/facts" + query())]);
+    const [episodes, facts, unbuilt] = await Promise.all([
+      get("/api/episodes" + query()),
+      get("/api/facts" + query()),
+      get("/api/unbuilt"),
+    ]);
     state.episodes = episodes.episodes;
     state.facts = facts.facts;
+    state.unbuilt = unbuilt.messages;
     drawTimeline();
     drawFacts();
     status("");

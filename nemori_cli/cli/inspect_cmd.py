@@ -122,9 +122,7 @@ def _episode_as_text(out, e, parts) -> None:
     out.print(esc(e.narrative), soft_wrap=True)
     out.print()
     for m in e.messages:
-        out.print(
-            f"[dim]{m.source_id or m.id:>8}[/dim] {stamp(m.timestamp)} [bold]{esc(m.speaker)}[/bold]: {esc(m.content)}", soft_wrap=True
-        )
+        out.print(f"[dim]{'M' + str(m.id):>6}[/dim] {stamp(m.timestamp)} [bold]{esc(m.speaker)}[/bold]: {esc(m.content)}", soft_wrap=True)
 
 
 @inspect_app.command(
@@ -296,7 +294,7 @@ def messages_cmd(
     for m in items:
         owner = f"E{m.episode_id}" if m.episode_id else "pending"
         out.print(
-            f"[dim]{m.source_id or m.id:>8} {owner:>8}[/dim] {stamp(m.timestamp)} [bold]{esc(m.speaker)}[/bold]: {esc(m.content)}",
+            f"[dim]{'M' + str(m.id):>6} {owner:>8}[/dim] {stamp(m.timestamp)} [bold]{esc(m.speaker)}[/bold]: {esc(m.content)}",
             soft_wrap=True,
         )
     out.print(f"[dim]{len(items)} messages[/dim]")

@@ -190,6 +190,9 @@ def retrieval_options(profile: Profile) -> Callable[[Callable[..., None]], Calla
 def search_cmd(
     query: Annotated[str, typer.Argument(metavar="QUERY", help="What to look for, or - for stdin.", show_default=False)],
     retrieval: RetrievalArgs,
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=1, max=1000, metavar="N", help="Show at most this many hits, the best first.")
+    ] = 10,
     db_path: opt.Db = None,
     user: opt.User = None,
     embedder: opt.EmbedderName = None,
@@ -197,24 +200,29 @@ def search_cmd(
 ) -> None:
     """Find memories, without any model: by meaning and by words.
 
-    Episodes, facts and messages are ranked together; each hit's relevance
-    is its rank's share of the best (100 for the best hit).
+    Episodes, facts and messages are ranked together, the best first. A
+    hit's relevance is out of 100: 100 is first both by meaning and by
+    words, 50 first by one of them only.
     """
     from nemori_cli.api import Memory
 
     text = _text_arg(query, "query")
     options = retrieval.options()
     moment = options.as_of
+    from nemori_cli.retrieval.search import relevance
+
     with Memory.from_settings(opt.settings(db_path, user, None, embedder)) as memory:
         found = memory.retrieve(text, options=options)
-    hits, ms = found.hits, found.ms
+    # The budget decides what an answer reads; a person reads the best few (the tail was unrelated turns).
+    hits, ms, more = found.hits[:limit], found.ms, max(len(found.hits) - limit, 0)
     if json_out:
         print_json(
             {
                 "query": text,
                 "user": memory.user,
                 "as_of": moment.isoformat() if moment else None,
-                "hits": [hit_json(h) for h in hits],
+                "hits": [{**hit_json(h), "relevance": relevance(h.score, options)} for h in hits],
+                "more": more,  # hits found beyond --limit
                 "tokens": {"prompt": 0, "completion": 0},  # retrieval spends no LLM tokens
                 "ms": round(ms, 2),
             }
@@ -224,22 +232,24 @@ def search_cmd(
     if not hits:
         out.print("no memories found")
     for h in hits:
+        score = f"relevance {relevance(h.score, options)}"
         if h.kind == "fact":
-            out.print(f"[bold]F{h.id}[/bold] {h.start:%Y-%m-%d}  score {h.score:.4f}  {esc(h.text)}", soft_wrap=True)
+            out.print(f"[bold]F{h.id}[/bold] {h.start:%Y-%m-%d}  {score}  {esc(h.text)}", soft_wrap=True)
             continue
         if h.kind == "summary":
             out.print(f"[bold]summary[/bold] (version {h.id}): {esc(h.text)}", soft_wrap=True)
             continue
         if h.kind == "note":
-            via = f"linked from N{h.linked_from}" if h.linked_from else f"score {h.score:.4f}"
+            via = f"linked from N{h.linked_from}" if h.linked_from else score
             out.print(f"[bold]N{h.id}[/bold] {h.start:%Y-%m-%d}  {via}  {esc(h.text)}", soft_wrap=True)
             continue
         if h.kind == "message":
-            out.print(f"[bold]M{h.id}[/bold] {stamp(h.start)}  score {h.score:.4f}  {esc(h.title)}: {esc(h.text)}", soft_wrap=True)
+            out.print(f"[bold]M{h.id}[/bold] {stamp(h.start)}  {score}  {esc(h.title)}: {esc(h.text)}", soft_wrap=True)
             continue
-        out.print(f"[bold]E{h.id}[/bold] {stamp(h.start)}  score {h.score:.4f}  [bold]{esc(h.title)}[/bold]")
+        out.print(f"[bold]E{h.id}[/bold] {stamp(h.start)}  {score}  [bold]{esc(h.title)}[/bold]")
         out.print(f"   {esc(h.text)}", soft_wrap=True)
-    out.print(f"[dim]{len(hits)} hits in {ms:.1f} ms{_as_of_note(moment)}[/dim]")
+    shown = f"{len(hits)} of {len(hits) + more} hits (-n {len(hits) + more} shows all)" if more else f"{len(hits)} hits"
+    out.print(f"[dim]{shown} in {ms:.1f} ms{_as_of_note(moment)}[/dim]")
 
 
 @retrieval_options(Profile.core)

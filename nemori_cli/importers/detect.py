@@ -100,10 +100,15 @@ def detect(head: bytes, name: str) -> str:
         found, seen = None, "text that is neither JSON nor a WhatsApp chat"
     found = found or _BY_NAME.get(PurePath(name).suffix.lower())
     if found is None:
-        raise InputError(
-            f"{name}: cannot tell its format: it starts as {seen}, which none of {', '.join(FORMATS)} does;"
-            " pass --format to say which it is"
-        )
+        # "pass --format" only helps a file that is one of the formats; a CSV or a text file is none of them.
+        if PurePath(name).suffix.lower() in (".csv", ".tsv"):
+            fix = (
+                "nemori reads no CSV or plain text as such: make it JSON Lines, one"
+                ' {"speaker": ..., "content": ..., "timestamp": ...} a line (README, Input)'
+            )
+        else:
+            fix = "if it is one of them, pass --format to say which; otherwise make it JSON Lines (README, Input)"
+        raise InputError(f"{name}: cannot tell its format: it starts as {seen}, which none of {', '.join(FORMATS)} does; {fix}")
     return found
 
 

@@ -73,6 +73,13 @@ PROFILES["core"] = replace(PROFILES["budget"], core=True)
 DEFAULT_PROFILE = "core"
 
 
+def relevance(score: float, options: SearchOptions) -> int:
+    """A fused score as a person reads it, 0 to 100: 100 is first in every list searched (by meaning and by
+    words), 50 first in one of the two and absent from the other. RRF's own numbers (0.0328) mean nothing to a reader."""
+    best = (1.0 if options.mode in ("hybrid", "vector") else 0.0) + (options.text_weight if options.mode in ("hybrid", "text") else 0.0)
+    return min(100, round(100 * score * (RRF_K + 1) / best)) if best else 0
+
+
 def fuse(ranked_lists: list[list[int]], k: int, weights: list[float] | None = None) -> list[tuple[int, float, list[int | None]]]:
     """(id, fused score, rank in each list or None), best first; ``weights`` scale each list's share."""
     scores: dict[int, float] = {}

@@ -800,3 +800,14 @@ def test_ingest_bad_choices_exit_2_with_one_line(cli, args, needle):
     env = {"NEMORI_CACHE_DIR": str(cli / "cache"), "XDG_CONFIG_HOME": str(cli / "config")}
     code, out, err = run_nemori(["ingest", str(EXPORTS / "chatgpt_conversations.json"), "--dry-run", "--db", str(cli / "x.db"), *args], env)
     assert code == 2 and out == "" and err.count("\n") == 1 and needle in err, (code, out, err)
+
+
+def test_a_csv_file_is_told_how_to_become_input_not_to_pass_format():
+    """No --format reads CSV, so the line says what to make of it instead (issue 44)."""
+    with pytest.raises(InputError) as info:
+        detect.detect(b"speaker,content,timestamp\nAnn,hi,2024-01-01\n", "chat.csv")
+    message = info.value.message
+    assert message.startswith("chat.csv: cannot tell its format") and "pass --format" not in message
+    assert "make it JSON Lines" in message and '"speaker"' in message
+    with pytest.raises(InputError, match="if it is one of them, pass --format to say which"):
+        detect.detect(b"hello there\n", "mystery.dat")

@@ -8,6 +8,7 @@ stats) they are shown too, and what shows them changes once they are built.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import urllib.request
 from importlib import resources
@@ -108,3 +109,19 @@ def test_ingesting_the_same_file_again_says_nothing_was_new(stored):
     assert nemori("build", "--db", db).exit_code == 0
     now = nemori("ingest", chat, "--db", db, "--build", "now").output
     assert "(0 new) from" in now and "nothing new to store or build; 0 messages pending" in now and "made 0 episodes" not in now
+
+
+def test_search_takes_a_limit_scores_out_of_100_and_names_a_message_as_inspect_does(stored):
+    tmp_path, db = stored
+    text = nemori("search", "kayak", "-n", "3", "--db", db).output.splitlines()
+    assert len(text) == 4 and re.match(r"\[?3 of \d+ hits \(-n \d+ shows all\) in ", text[-1]), text
+    first = re.match(r"(M\d+) 2023-05-08 10:0\d  relevance (\d+)  (Ann|Bob): Let us talk about the kayak", text[0])
+    assert first and 0 < int(first[2]) <= 100, text[0]
+    assert "score 0." not in "\n".join(text)
+    listed = nemori("inspect", "messages", "--db", db).output
+    assert re.search(rf"^\s*{first[1]}\s+pending 2023-05-08", listed, re.M), listed  # the same id in both commands
+
+    data = json.loads(nemori("search", "kayak", "--limit", "2", "--json", "--db", db).output)
+    assert len(data["hits"]) == 2 and data["more"] >= 1
+    assert all(isinstance(h["relevance"], int) and 0 <= h["relevance"] <= 100 for h in data["hits"])
+    assert data["hits"][0]["relevance"] >= data["hits"][1]["relevance"]

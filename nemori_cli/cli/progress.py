@@ -127,3 +127,30 @@ class BenchBar:
     def close(self) -> None:
         if self.bar:
             self.bar.stop()
+
+
+# Work longer than this with nothing on the screen reads as a hang: `ask` loading its model, with stdout piped.
+SLOW_S = 1.0
+
+
+@contextmanager
+def slow_note(enabled: bool, line: str, after: float | None = None) -> Iterator[None]:
+    """One line on stderr ("nemori: loading the model...") once the work inside has taken more than ``after``
+    seconds (SLOW_S); nothing when it is quicker, or when not ``enabled``."""
+    if not enabled:
+        yield
+        return
+    import sys
+    import threading
+
+    def say() -> None:
+        sys.stderr.write(f"nemori: {line}\n")
+        sys.stderr.flush()
+
+    timer = threading.Timer(SLOW_S if after is None else after, say)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()

@@ -269,6 +269,14 @@ def ask_cmd(
     model: opt.Model = None,
     answer_model: AnswerModel = None,
     embedder: opt.EmbedderName = None,
+    progress: Annotated[
+        bool | None,
+        typer.Option(
+            "--progress/--quiet",
+            help="A line on stderr when loading the model takes more than a second (default: only on a terminal).",
+            show_default=False,
+        ),
+    ] = None,
     json_out: opt.Json = False,
 ) -> None:
     """Answer a question from memory, citing the episodes used.
@@ -283,8 +291,11 @@ def ask_cmd(
     moment = options.as_of
     settings = opt.settings(db_path, user, model, embedder)
     settings.answer_model = answer_model or settings.answer_model
+    from nemori_cli.cli.progress import slow_note, wanted
+
     with Memory.from_settings(settings) as memory:
-        answer = memory.ask(text, options=options, today=today or None)
+        with slow_note(wanted(progress), "loading the answer model and reading the memory (a few seconds, once)…"):
+            answer = memory.ask(text, options=options, today=today or None)
         cited_episodes = memory.cited(answer) if not json_out else []  # cited through their raw turns too
         built = memory.build_state(eta=False)  # what of the history is not built into memory yet
     if answer.failed:  # on stderr in both modes: the answer on stdout already says so, this says why

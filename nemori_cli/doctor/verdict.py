@@ -5,7 +5,7 @@
   the whole ingest, not one call), and under FALLBACK_LIMIT of the calls
   ended in a fallback;
 - usable with fallbacks: nothing crashed, but some stage fell back (ingest
-  works; those steps are done without the model, see README, How it works);
+  works; those steps are done without the model, see docs/METHOD.md);
 - not fit: an install check failed, a stage crashed, the model never gave a
   valid answer, or at least UNUSABLE_LIMIT of the calls fell back (the memory
   would be built mostly without the model);

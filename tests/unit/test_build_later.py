@@ -239,7 +239,7 @@ def test_build_refuses_while_another_process_builds_the_same_database(world):
         assert holder.stdout.readline().strip() == b"held"
         refused = nemori("build", "--db", tmp_path / "m.db")
         assert isinstance(refused.exception, BuildRunning) and f"already running (pid {holder.pid})" in str(refused.exception)
-        assert refused.exception.exit_code == 4  # the README's table: the database (its memory) is in use
+        assert refused.exception.exit_code == 4  # docs/REFERENCE.md's exit-code table: the database (its memory) is in use
         running = json.loads(nemori("stats", "--db", tmp_path / "m.db", "--json").stdout)["built"]
         assert running["building"] is True and running["worker_pid"] == holder.pid
         started = time.monotonic()

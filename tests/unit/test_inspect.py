@@ -136,7 +136,7 @@ def amem_file(tmp_path, embedder):
 def test_showing_a_missing_item_names_it(cli, native_file, kind):
     run = cli("inspect", kind, "99", "--db", native_file, "--user", "alice")
     assert isinstance(run.exception, StoreError) and run.exception.message == f"no {kind} 99 for user alice"
-    assert run.exception.exit_code == 2  # an id the memory does not hold is bad input, as the README's table says
+    assert run.exception.exit_code == 2  # an id the memory does not hold is bad input, as docs/REFERENCE.md's exit-code table says
 
 
 def test_show_an_episode_with_its_merged_part(cli, native_file):

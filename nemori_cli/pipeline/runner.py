@@ -451,27 +451,27 @@ class Pipeline:
         """Objects holding what this run keeps outside the store (its self-checks' verdicts), restored when a unit is run again."""
         return [self.continuation_check, *self.work.state_outside_store()] if self._replay is not None else []
 
-    def _index_text(self, draft: EpisodeDraft, messages) -> str | None:
+    def _index_text(self, messages) -> str | None:
         """What the indexes hold for an episode: its narrative (N), or its raw messages (P)."""
         if self.profile.index == "narrative":
             return None
         return "\n".join(f"{m.speaker}: {m.content}" for m in messages)
 
     def _vector(self, draft: EpisodeDraft, messages):
-        text = self._index_text(draft, messages)
+        text = self._index_text(messages)
         return self.embedder.embed_documents([f"{draft.title}\n{draft.narrative if text is None else text}"])[0]
 
     def _integrate(self, draft: EpisodeDraft, group: Group, vector) -> tuple[int, bool]:
         """Store the episode, merged into the one it continues if any; returns (live id, merged?)."""
         shown = integrate.candidates(self.db, self.user, draft, vector, self.integration) if self.profile.integrate else []
         old = integrate.choose(self.llm, draft, shown) if shown and self.continuation_check.passed() else None
-        new_id = episode_sql.add(self.db, self.user, draft, vector, self._index_text(draft, group.messages))
+        new_id = episode_sql.add(self.db, self.user, draft, vector, self._index_text(group.messages))
         if old is None:
             return new_id, False
         merged = integrate.merge(self.llm, old, draft)
         old_messages = message_sql.of_episodes(self.db, self.user, [old.id])[old.id]
         everything = sorted([*old_messages, *group.messages], key=lambda m: (to_epoch(m.timestamp), m.id))
-        merged_id = episode_sql.add(self.db, self.user, merged, self._vector(merged, everything), self._index_text(merged, everything))
+        merged_id = episode_sql.add(self.db, self.user, merged, self._vector(merged, everything), self._index_text(everything))
         episode_sql.supersede(self.db, self.user, [old.id], merged_id, f"continued by E{new_id}; both merged into E{merged_id}")
         episode_sql.supersede(self.db, self.user, [new_id], merged_id, f"continues E{old.id}; both merged into E{merged_id}")
         return merged_id, True

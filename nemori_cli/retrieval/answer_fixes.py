@@ -96,16 +96,6 @@ def uncopied(answer: str, messages: list[Message]) -> str:
     return third_person(answer, line.speaker)
 
 
-def best_turn(ranked: list[Hit]) -> Message | None:
-    """The raw turn that best matches the question: the first message hit's own turn (not a neighbour)."""
-    for hit in ranked:
-        if hit.kind == "message":
-            turn = next((m for m in hit.messages if m.id == hit.id), None)
-            if turn is not None:
-                return turn
-    return None
-
-
 EVENT_TURNS = 3  # how far down the best-matching turns a "when" answer's day is looked for
 
 

@@ -1,8 +1,9 @@
 """The Python API: `from nemori_cli import Memory`.
 
-One `Memory` is one user's memory in one SQLite file. It is the layer the CLI
-and the MCP server stand on: the same session (deps.py), the same readers, the
-same runner, search and answer, so a program gets exactly what the shell gets.
+One `Memory` is one user's memory in one store: a SQLite file, or a PostgreSQL
+server named by a postgresql:// URL. It is the layer the CLI and the MCP server
+stand on: the same session (deps.py), the same readers, the same runner, search
+and answer, so a program gets exactly what the shell gets.
 
     with Memory("chat.db", user="priya") as memory:
         memory.ingest([{"speaker": "Priya", "content": "I moved to Berlin", "timestamp": "2024-06-02T10:00:00"}])
@@ -114,10 +115,11 @@ def _one_at_a_time(method: Callable[..., Any]) -> Any:
 
 
 class Memory:
-    """One user's memory in one SQLite file.
+    """One user's memory in one store: a SQLite file or a PostgreSQL server.
 
     ``path``: the database file (created by the first `ingest`; reads of a
-    missing file fail). ``model``, ``embedder`` and ``answer_model`` name
+    missing file fail), or a postgresql:// URL (docs/POSTGRES.md).
+    ``model``, ``embedder`` and ``answer_model`` name
     presets from `nemori models` (or a .gguf path for ``model``); None takes
     the environment's or the defaults, as the CLI does. ``memory`` chooses the
     method on a new database (a later choice that disagrees is refused).
@@ -483,7 +485,7 @@ class Memory:
     ) -> list[Hit]:
         """Memories for ``query``, best first, without any LLM (vector and full-text search, fused).
 
-        ``profile`` is "budget" (default) or "paper"; ``options`` replaces it
+        ``profile`` is "core" (the default; search reads it as "budget"), "budget" or "paper"; ``options`` replaces it
         whole; keyword ``overrides`` (k=, facts=, messages=, budget=, mode=...)
         change single fields of it. ``as_of`` (a datetime, or ISO text: a date
         alone means the end of that day) reads memory as it stood then, in the

@@ -5,14 +5,16 @@ pipeline alternates stages (partition, narration, prediction, distillation...)
 and each call would otherwise throw away what the one before last had read:
 a window of twenty messages read for partitioning is read again for every
 episode's narration and distillation. On two cores that is most of the cost
-(about 80 prompt tokens per second with the 0.5B model here).
+(how fast the 0.5B model reads a prompt here: docs/PERFORMANCE.md, section 1).
 
 So after every call we copy the sequence's KV state (a few MB: about 12 KB
 per token for Qwen2.5-0.5B) and, before the next call, restore the snapshot
 whose prompt shares the longest prefix with the new one when it shares more
 than what is live. llama-cpp-python then drops the non-shared tail and reads
-only the rest. Prompts are laid out for it: one system message for every
-stage, the conversation next, the stage's task last (prompts/layout.py).
+only the rest. Each stage's prompt starts with that stage's own system
+message (its SYSTEM in prompts/<stage>.py), so its fixed instructions are read
+once per process; layouts that also shared the conversation between stages
+read less but broke the 0.5B model (docs/PERFORMANCE.md, sections 3 and 4).
 
 Snapshots are chosen by the characters of the chat messages: the chat
 template wraps every prompt the same way, so a longer shared text is a longer

@@ -2,7 +2,7 @@
 
 llama-cpp-python applies a grammar to every token of the vocabulary at every
 step (151k tokens for Qwen): measured here, that made the 0.5B model generate
-about 3.5x slower (13.4 s against 3.6 s for the same narrative). llama.cpp's
+several times slower (docs/PERFORMANCE.md, section 3, has the figure). llama.cpp's
 own tools avoid it by checking the best candidates first; we do the same as a
 logits processor: the grammar is applied to the top ``shortlist`` tokens, and
 only when none of them is allowed to the whole vocabulary. The result is the

@@ -7,10 +7,10 @@ a window of twenty messages read for partitioning is read again for every
 episode's narration and distillation. On two cores that is most of the cost
 (how fast the 0.5B model reads a prompt here: docs/PERFORMANCE.md, section 1).
 
-So after every call we copy the sequence's KV state (a few MB: about 12 KB
-per token for Qwen2.5-0.5B) and, before the next call, restore the snapshot
-whose prompt shares the longest prefix with the new one when it shares more
-than what is live. llama-cpp-python then drops the non-shared tail and reads
+So after every call we copy the sequence's KV state (a few MB; its size per
+token and what copying costs: docs/PERFORMANCE.md, section 3) and, before the
+next call, restore the snapshot whose prompt shares the longest prefix with
+the new one when it shares more than what is live. llama-cpp-python then drops the non-shared tail and reads
 only the rest. Each stage's prompt starts with that stage's own system
 message (its SYSTEM in prompts/<stage>.py), so its fixed instructions are read
 once per process; layouts that also shared the conversation between stages

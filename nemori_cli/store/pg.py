@@ -338,9 +338,9 @@ class PgStore(StoreBase):
         ``at_most``: the caller only needs to know which words are in more
         rows than that, so the planner's estimate serves instead of a count.
         Counting walks a word's whole posting list and visits every row it
-        names: 70 ms and more for a question's words at 1M rows, even with a
-        LIMIT. The estimate comes from the lexeme statistics ANALYZE keeps for
-        tsvector columns (autovacuum runs it), about 0.2 ms a word. It is close
+        names, even with a LIMIT; the estimate comes from the lexeme statistics
+        ANALYZE keeps for tsvector columns (autovacuum runs it) and costs a
+        small part of that (docs/SEARCH_LATENCY.md, large stores, has both figures). It is close
         for common words, the ones callers drop, and a floor for rare ones (so
         callers bound the rows they rank anyway). A table ANALYZE has not
         reached yet is counted.

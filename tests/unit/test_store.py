@@ -135,7 +135,7 @@ def test_stopwords_take_no_place_among_the_words_searched(db, monkeypatch):
 def test_postgresql_plans_every_query_for_its_own_values(db):
     # A prepared statement turns to a generic plan after a few runs, blind to the
     # values: at 1.1M rows a rare word's full-text search became a scan of every
-    # row (p50 372 ms against 10.9 ms). The store sends every query unprepared.
+    # row (docs/SEARCH_LATENCY.md, large stores, has the figures). The store sends every query unprepared.
     if db.engine != "postgresql":
         pytest.skip("server-side prepared statements are PostgreSQL's")
     db.bind_embedder("x:3", 3)

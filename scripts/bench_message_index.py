@@ -21,7 +21,7 @@ from pathlib import Path
 from nemori_cli import deps
 from nemori_cli.bench.locomo import units
 from nemori_cli.config import Settings
-from nemori_cli.embed.base import identity
+from nemori_cli.embed.base import identity, max_chars
 from nemori_cli.store import message_index
 from nemori_cli.store import messages as message_sql
 from nemori_cli.store.sqlite import SqliteStore
@@ -35,7 +35,7 @@ def _store(path: Path, messages, embedder, with_index: bool) -> float:
             db.bind_embedder(identity(embedder), embedder.dimensions)
             message_sql.insert_messages(db, "u", messages)
             if with_index:
-                message_index.index_all(db, "u", embedder.embed_documents)
+                message_index.index_all(db, "u", embedder.embed_documents, max_chars(embedder))
         return time.perf_counter() - started
     finally:
         db.close()

@@ -23,7 +23,7 @@ from typing import Any
 from nemori_cli import stages
 from nemori_cli.doctor import sample
 from nemori_cli.domain import CallRecord, EventRecord
-from nemori_cli.embed.base import Embedder, identity
+from nemori_cli.embed.base import Embedder, identity, max_chars
 from nemori_cli.errors import NemoriError
 from nemori_cli.llm.base import StructuredLLM
 
@@ -105,7 +105,8 @@ class _Probe:
         with self.db.transaction():
             self.db.bind_embedder(identity(self.embedder), self.embedder.dimensions)
             message_sql.insert_messages(self.db, sample.USER, sample.messages())
-            message_index.index_all(self.db, sample.USER, self.embedder.embed_documents)  # as ingest does: ask reads raw turns
+            # As ingest does: ask reads raw turns.
+            message_index.index_all(self.db, sample.USER, self.embedder.embed_documents, max_chars(self.embedder))
         return partition(message_sql.pending(self.db, sample.USER), self.llm, self.embedder)
 
     def _narrate(self, groups) -> list[tuple[int, Any, Any, Any]]:

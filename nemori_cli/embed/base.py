@@ -8,6 +8,21 @@ from typing import Protocol
 
 import numpy as np
 
+# What an embedder is given of one text: its first ``max_chars`` characters. A sentence-transformers model
+# reads only its first max_seq_length tokens (all-MiniLM-L6-v2: 256) and drops the rest, but its tokenizer
+# reads the whole text first: a 5 MB message took MiniLM's tokenizer 3.7 s and 726 MB, all of it thrown away
+# (issue 42, defect 15). So a text is cut before it is tokenized, to CHARS_PER_TOKEN characters for each token
+# the model reads. A token covers one character (CJK) to a few: MiniLM's 256 covered about 960 characters of
+# README.md, 1,100 of Python, 620 of base64, 460 of URLs. So the cut leaves the vector as it was (only text
+# padded with long runs of spaces could reach further), and embedding no longer costs more for a longer message.
+CHARS_PER_TOKEN = 16
+DEFAULT_MAX_CHARS = 256 * CHARS_PER_TOKEN  # an embedder that does not say how much it reads (the fake): MiniLM's
+
+
+def max_chars(embedder: object) -> int:
+    """The most characters of one text worth embedding: the embedder's own ``max_chars``, else DEFAULT_MAX_CHARS."""
+    return int(getattr(embedder, "max_chars", DEFAULT_MAX_CHARS))
+
 
 class Embedder(Protocol):
     model_name: str
@@ -40,6 +55,7 @@ class Serialized:
 
         self.inner = inner
         self.model_name, self.dimensions = inner.model_name, inner.dimensions
+        self.max_chars = max_chars(inner)
         self._lock = threading.Lock()
         self._local = threading.local()
 
@@ -94,6 +110,10 @@ class Deferred:
     @property
     def dimensions(self) -> int:
         return self._get().dimensions
+
+    @property
+    def max_chars(self) -> int:
+        return max_chars(self._get())
 
     def embed_documents(self, texts: list[str]) -> np.ndarray:
         return self._get().embed_documents(texts)

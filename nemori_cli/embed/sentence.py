@@ -7,6 +7,7 @@ import os
 import numpy as np
 
 from nemori_cli.config import env_defaults_to_set
+from nemori_cli.embed.base import CHARS_PER_TOKEN
 from nemori_cli.errors import ModelError
 
 # Set for the libraries imported below, before they are imported, unless the
@@ -41,12 +42,19 @@ class SentenceTransformerEmbedder:
             raise ModelError(f"embedder {model_name}: {path} does not say how many dimensions its vectors have")
         self.dimensions = int(dimensions)
         self.batch_size = batch_size
+        # Only this much of a text can reach the model (embed/base.py: CHARS_PER_TOKEN): every text is cut to it
+        # before tokenizing, whoever passes it (a message, a query, a note), so a 50 MB one costs what 4,096 characters do.
+        self.max_chars = CHARS_PER_TOKEN * int(getattr(self.model, "max_seq_length", None) or 512)
 
     def embed_documents(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dimensions), dtype=np.float32)
         vectors = self.model.encode(
-            texts, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+            [t[: self.max_chars] for t in texts],
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
         )
         return vectors.astype(np.float32)
 
@@ -58,7 +66,7 @@ class SentenceTransformerEmbedder:
         with torch.inference_mode():
             # sentence-transformers 6 renamed tokenize() to preprocess().
             prepare = getattr(self.model, "preprocess", None) or self.model.tokenize
-            features = prepare([text])
+            features = prepare([text[: self.max_chars]])
             vector = self.model(features)["sentence_embedding"]
             vector = torch.nn.functional.normalize(vector, dim=1)
         return vector[0].cpu().numpy().astype(np.float32)

@@ -22,16 +22,18 @@ The result is always a partition: every message in exactly one group, in order.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from nemori_cli import stages
 from nemori_cli.domain import Message, to_epoch
-from nemori_cli.embed.base import Embedder
+from nemori_cli.embed.base import Embedder, max_chars
 from nemori_cli.errors import LLMOutputError
 from nemori_cli.llm.base import StructuredLLM
 from nemori_cli.prompts import partition as prompt
+from nemori_cli.store import message_index
 
 STAGE = stages.PARTITION
 
@@ -133,6 +135,11 @@ def _groups(stretch: list[Message], cuts: list[int], how: str, first: str) -> li
     return [Group(tuple(stretch[a:b]), first if i == 0 else how) for i, (a, b) in enumerate(zip(edges, edges[1:]))]
 
 
+def _vectors(embedder: Embedder, messages: Sequence[Message]) -> np.ndarray:
+    """The messages embedded as the message index embeds them: the beginning of each, all the embedder reads (embed/base.py)."""
+    return embedder.embed_documents([message_index.embedding_text(m, max_chars(embedder)) for m in messages])
+
+
 def partition(
     messages: list[Message],
     llm: StructuredLLM,
@@ -146,7 +153,7 @@ def partition(
             groups.append(Group(tuple(stretch), first))
             continue
         if settings.method == "similarity":
-            vectors = embedder.embed_documents([f"{m.speaker}: {m.content}" for m in stretch])
+            vectors = _vectors(embedder, stretch)
             cuts = topic_cuts(vectors, min_group=settings.min_group, max_group=settings.max_group, target=settings.target_group)
             groups.extend(_groups(stretch, cuts, "similarity", first))
             continue
@@ -164,7 +171,7 @@ def _partition_stretch(
         answer = llm.complete(prompt.render(stretch), schema=schema, stage=STAGE).value
     except LLMOutputError as e:
         llm.log.fallback(STAGE, f"no usable boundaries ({e.message}); split by similarity")
-        vectors = embedder.embed_documents([f"{m.speaker}: {m.content}" for m in stretch])
+        vectors = _vectors(embedder, stretch)
         return _groups(stretch, similarity_cuts(vectors, settings.max_group, settings.min_group), "fallback", first)
     raw = list(answer.boundaries)
     cuts = repair_boundaries(raw, n, settings.min_group)
@@ -176,7 +183,7 @@ def _partition_stretch(
     final: list[Group] = []
     for g in groups:
         if len(g.messages) > settings.max_group:
-            vectors = embedder.embed_documents([f"{m.speaker}: {m.content}" for m in g.messages])
+            vectors = _vectors(embedder, g.messages)
             extra = similarity_cuts(vectors, settings.max_group, settings.min_group)
             final.extend(_groups(list(g.messages), extra, "size", g.boundary))
         else:

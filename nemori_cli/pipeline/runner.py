@@ -42,7 +42,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, replace
 
 from nemori_cli.domain import IncomingMessage, to_epoch
-from nemori_cli.embed.base import Embedder, identity, serialized
+from nemori_cli.embed.base import Embedder, identity, max_chars, serialized
 from nemori_cli.errors import ModelError
 from nemori_cli.llm.base import CallLog, StructuredLLM
 from nemori_cli.llm.inflight import NeedAnswer, ReplayBackend, RequestSlots, SlotBackend
@@ -108,7 +108,7 @@ def store_messages(db: Store, user: str, profile: Profile, embedder: Embedder, i
         db.bind_embedder(identity(embedder), embedder.dimensions)
         record(db, profile)
         added = message_sql.insert_messages(db, user, incoming, namespace)
-        message_index.index_all(db, user, embedder.embed_documents)
+        message_index.index_all(db, user, embedder.embed_documents, max_chars(embedder))
         return added
 
 

@@ -212,10 +212,13 @@ def _read(
 
 
 def _say_left_out(imported, json_out: bool) -> None:
-    """What the reader left out (system, tool, hidden messages...), as one note on stderr; --json puts it in the report."""
+    """What the reader left out (system, tool, hidden messages...), as one note on stderr (--json puts it in the report); a very large message, as another."""
     line = imported.left_out_line()
     if line and not json_out:
         sys.stderr.write(f"nemori: {line}\n")
+    large = imported.large_line()  # said with --json too: it is what is happening, not part of the report
+    if large:
+        sys.stderr.write(f"nemori: {large}\n")
 
 
 def run_with_progress(run, memory, *, show_progress: bool):

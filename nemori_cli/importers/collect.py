@@ -17,6 +17,11 @@ from nemori_cli.importers.common import quote, valid_text
 from nemori_cli.importers.selection import Selection
 
 OUT_OF_DATES = "outside --since/--until"
+# A message this long (1 MB of ASCII) is named on stderr as it is read: it is stored whole and every word of it
+# is searchable, but its vector and the model read only its beginning, which the user should hear before a
+# long paste is taken for a conversation. Such a message is kept, not refused: one pasted log in an export
+# should not stop the import of the rest (issue 42, defect 15).
+LARGE_CHARS = 1_000_000
 _LISTED = 8  # titles named when --conversation matches none
 
 
@@ -41,6 +46,21 @@ class Imported:
             return None
         parts = ", ".join(f"{n} {reason}" for reason, n in sorted(self.left_out.items(), key=lambda kv: (-kv[1], kv[0])))
         return f"left out {total} message{'s' if total != 1 else ''}: {parts}"
+
+    def large_line(self) -> str | None:
+        """'message 'm12' (line 1) is 50.0 MB; ...' for the largest message over LARGE_CHARS, or None."""
+        large = [m for m in self.messages if len(m.content) > LARGE_CHARS]
+        if not large:
+            return None
+        big = max(large, key=lambda m: len(m.content))
+        name = f"message {quote(big.source_id, 40)}" if big.source_id else "a message"
+        where = f" (line {big.line})" if big.line else ""
+        mb = len(big.content.encode("utf-8", "surrogatepass")) / 1e6
+        more = f", and {len(large) - 1} more over {LARGE_CHARS / 1e6:.0f} MB" if len(large) > 1 else ""
+        return (
+            f"{name}{where} is {mb:.1f} MB{more}; stored whole and searchable by every word, but its search vector"
+            " and the model read only its beginning (the first few thousand and 400 characters)"
+        )
 
 
 class Collector:

@@ -16,6 +16,8 @@ from nemori_cli.llm.base import StructuredLLM
 from nemori_cli.llm.fake import FakeBackend
 from nemori_cli.store.sqlite import SqliteStore
 from tests.support.bench_world import locomo_path, shared  # noqa: F401 - the bench tests' fixtures, registered here
+from tests.support.mcp import memories  # noqa: F401 - the MCP tests' fixture, registered here
+from tests.support.view import served  # noqa: F401 - the view tests' fixture, registered here
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO.parent / "shared" / "data"

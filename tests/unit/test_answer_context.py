@@ -15,7 +15,7 @@ from nemori_cli.retrieval import budget, timecalc
 from nemori_cli.retrieval.answer import Layout, abstains, answer_hits, ask
 from nemori_cli.retrieval.search import PROFILES, search
 from nemori_cli.store import forget, message_index
-from tests.unit.test_semantic import scripted
+from tests.support.scripted import scripted
 
 
 def _chat() -> list[IncomingMessage]:

@@ -23,9 +23,9 @@ from nemori_cli.store import facts as fact_sql
 from nemori_cli.store import message_index
 from nemori_cli.store.migrations import MIGRATIONS
 from nemori_cli.store.sqlite import SqliteStore
+from tests.support.cli import run_nemori
 from tests.unit.asof_world import BERLIN, JUNE, LISBON, MARCH, build
 from tests.unit.fake_ingest import isolate, nemori
-from tests.unit.test_hostile_input import run_nemori
 
 APRIL = datetime(2024, 4, 30, 23, 59, 59)
 JULY = datetime(2024, 7, 1, 12, 0)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from nemori_cli import deps
 from nemori_cli.store.sqlite import SqliteStore
+from tests.support.schemas import check
 from tests.unit.fake_ingest import conversation, isolate, nemori, use_fake_answers, use_fakes, write_jsonl
-from tests.unit.test_json_schemas import check
 
 
 def _rows(db) -> dict[str, int]:

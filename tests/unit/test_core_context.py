@@ -18,7 +18,7 @@ from nemori_cli.retrieval import core as core_memory
 from nemori_cli.retrieval.core_cache import CoreCache
 from nemori_cli.retrieval.search import PROFILES
 from nemori_cli.store import facts as fact_sql
-from tests.unit.test_semantic import scripted
+from tests.support.scripted import scripted
 
 T0 = datetime(2024, 3, 4, 9, 0)
 

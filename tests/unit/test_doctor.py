@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
-import time
 import types
 
 import pytest
@@ -15,33 +14,7 @@ from nemori_cli.config import Settings
 from nemori_cli.doctor import sample, verdict
 from nemori_cli.doctor.run import run
 from nemori_cli.embed.fake import FakeEmbedder
-from nemori_cli.llm.base import StructuredLLM
-from nemori_cli.llm.fake import FakeBackend
-
-
-def sensible(messages, schema):
-    """A model that answers every stage well, the self-checks included."""
-    time.sleep(0.002)  # calls must take measurable time for the rates
-    text = "\n".join(m["content"] for m in messages)  # wherever the prompt layout puts things
-    title = schema["title"]
-    if title == "Partition":
-        return {"boundaries": [7]}
-    if title == "Narrative":
-        if "18 km" in text:
-            return {"title": "Maya's long run", "narrative": "On 14 March 2024 Maya told Tom she ran 18 km on 13 March 2024."}
-        return {"title": "Tom's new flat", "narrative": "On 14 March 2024 Tom told Maya he signed a lease in Didsbury."}
-    if title == "Continuation":
-        return {"same_event": "running shoes" not in text}  # the self-check's second pair is the unrelated one
-    if title == "Prediction":
-        return {"prediction": "Maya talked about her training."}
-    if title == "Distilled":
-        fact = "Maya ran 18 km on 13 March 2024." if "18 km" in text else "Tom signed a lease for a flat in Didsbury."
-        return {"facts": [fact]}
-    if title == "Outdated":
-        return {"outdated": "pilot" in text}
-    if title == "Answer":
-        return {"answer": "On 13 March 2024.", "sources": []}
-    raise AssertionError(f"unscripted {title}")
+from tests.support.doctor_world import fakes, sensible
 
 
 def nonsense_for(stage_title: str):
@@ -68,11 +41,6 @@ def env(tmp_path, monkeypatch):
     monkeypatch.setenv("NEMORI_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("NEMORI_DB", str(tmp_path / "never-opened.db"))
     return tmp_path
-
-
-def fakes(answer):
-    backend = FakeBackend(default=answer)
-    return (lambda settings: StructuredLLM(backend)), (lambda settings: FakeEmbedder())
 
 
 def doctor(model: str = "fake", answer=sensible, **kw):

@@ -15,9 +15,9 @@ from nemori_cli.store import forget
 from nemori_cli.store import predictions as prediction_sql
 from nemori_cli.store.migrations import MIGRATIONS
 from nemori_cli.store.sqlite import SqliteStore
+from tests.support.old_files import old_file
 from tests.unit.asof_world import BERLIN, LISBON, PREDICTED, build
 from tests.unit.fake_ingest import isolate, nemori
-from tests.unit.test_upgrades import _old_file
 
 
 def test_each_episode_keeps_what_was_predicted_and_what_it_missed(db, llm, backend, embedder):
@@ -130,7 +130,7 @@ def test_inspect_a_direct_fact_says_there_was_no_prediction(tmp_path, monkeypatc
 def test_a_fact_from_before_the_record_says_so(tmp_path, monkeypatch):
     isolate(monkeypatch, tmp_path)
     path = tmp_path / "v6.db"
-    _old_file(path, 6)  # a fact from episode 1 (2024-01-01 10:00-11:00), made before schema 7
+    old_file(path, 6)  # a fact from episode 1 (2024-01-01 10:00-11:00), made before schema 7
     SqliteStore(path, create=False).close()
     shown = json.loads(_inspect(str(path), "1", "--json"))
     assert shown["prediction"] == {"recorded": False, "note": "not recorded (made before schema 7)"}

@@ -6,55 +6,22 @@ import json
 import os
 import subprocess
 import sys
-from datetime import datetime, timedelta
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from nemori_cli.domain import CallRecord
 from nemori_cli.embed.base import identity
 from nemori_cli.errors import StoreError
 from nemori_cli.store import episodes as episode_sql
 from nemori_cli.store import facts as fact_sql
-from nemori_cli.store import forget, telemetry
+from nemori_cli.store import forget
 from nemori_cli.store import messages as message_sql
-from nemori_cli.store.sqlite import SqliteStore, now_iso
-from tests.conftest import REPO, make_messages, sqlite_only
+from nemori_cli.store.sqlite import SqliteStore
+from tests.conftest import REPO, sqlite_only
+from tests.support.memory_rows import add_episode, add_fact, add_summary, fill_user, odd_vector, supersede
 
 SECRET = "Zyxquorbian"  # alice's made-up word: must not survive in the file
-_start = iter(datetime(2023, 5, 8) + timedelta(days=i) for i in range(10**4))
-
-
-def _odd_vector(seed: int, dims: int = 64) -> np.ndarray:
-    """A unit vector whose float32 bytes occur nowhere else in the file."""
-    v = np.random.default_rng(seed).uniform(0.1, 1.0, dims).astype(np.float32)
-    return (v / np.linalg.norm(v)).astype(np.float32)
-
-
-def _episode(db, embedder, user, title, narrative, topic, n=2, vector=None) -> int:
-    """An episode owning n fresh messages; caller holds the transaction."""
-    message_sql.insert_messages(db, user, make_messages(n, start=next(_start), topic=topic))
-    ids = tuple(m.id for m in message_sql.pending(db, user))[-n:]
-    draft = episode_sql.EpisodeDraft(title, narrative, datetime(2023, 1, 1), datetime(2023, 1, 1), "model", ids)
-    vec = embedder.embed_query(narrative) if vector is None else vector
-    return episode_sql.add(db, user, draft, vec)
-
-
-def _fact(db, embedder, user, text, sources, vector=None) -> int:
-    return fact_sql.add(db, user, text, embedder.embed_query(text) if vector is None else vector, sources)
-
-
-def _supersede(db, table, old, new) -> None:
-    db.conn.execute(
-        f"UPDATE {table} SET status = 'superseded', superseded_by = ?, superseded_reason = 'replaced', superseded_at = ? WHERE id = ?",
-        (new, now_iso(), old),
-    )
-
-
-def _summary(db, user, text, episode_id) -> int:
-    db.conn.execute("INSERT INTO summaries(user_id, text, episode_id, created_at) VALUES (?, ?, ?, ?)", (user, text, episode_id, now_iso()))
-    return db.conn.last_insert_rowid()
 
 
 def _user_tables(db) -> list[str]:
@@ -80,35 +47,15 @@ def _file_bytes(path: Path) -> bytes:
     return path.read_bytes() + (wal.read_bytes() if wal.exists() else b"")
 
 
-def _fill_user(db, embedder, user, word, vector_seed=None):
-    """Messages, two episodes, a pending message, facts (one superseded), telemetry, summaries."""
-    vec = (lambda k: _odd_vector(vector_seed + k)) if vector_seed is not None else (lambda k: None)
-    with db.transaction():
-        e1 = _episode(db, embedder, user, f"{word} picnic", f"{user} planned a {word} picnic by the lake", word, vector=vec(0))
-        e2 = _episode(db, embedder, user, f"{word} concert", f"{user} went to a {word} concert", f"{word}b", vector=vec(1))
-        message_sql.insert_messages(db, user, make_messages(1, start=next(_start), topic=f"{word}pending"))
-        old = _fact(db, embedder, user, f"{user} likes {word} tea", [e1], vector=vec(2))
-        new = _fact(db, embedder, user, f"{user} loves {word} coffee now", [e1, e2], vector=vec(3))
-        _supersede(db, "facts", old, new)
-        telemetry.write(
-            db,
-            user,
-            [CallRecord("episode", "fake", 10, 5, 1.0, 1, "ok")],
-            [telemetry.EventRecord("episode", "repaired", f"{word} json repaired")],
-        )
-        _summary(db, user, f"{user} enjoys {word} picnics", e1)
-        _summary(db, user, f"{user} enjoys {word} picnics and concerts", e2)
-
-
 # -- forget --user -------------------------------------------------------------
 
 
 def test_forget_user_leaves_nothing_behind(db, embedder):
     db.bind_embedder(identity(embedder), embedder.dimensions)
-    _fill_user(db, embedder, "alice", SECRET, vector_seed=1000)
-    _fill_user(db, embedder, "bob", "Plimsoll")
+    fill_user(db, embedder, "alice", SECRET, vector_seed=1000)
+    fill_user(db, embedder, "bob", "Plimsoll")
     bob_before = _rows_of(db, "bob")
-    alice_pieces = [p for k in range(4) for p in _pieces(_odd_vector(1000 + k))]
+    alice_pieces = [p for k in range(4) for p in _pieces(odd_vector(1000 + k))]
     db.checkpoint()
     in_file = db.engine == "sqlite"  # on PostgreSQL the rows are checked; the server frees their space at VACUUM
     if in_file:
@@ -122,7 +69,7 @@ def test_forget_user_leaves_nothing_behind(db, embedder):
     assert counts["fact_sources"] == 3 and counts["episode_vec"] == 2 and counts["fact_vec"] == 2
     assert {t: n for t, n in _rows_of(db, "alice").items() if n} == {}
     for table in ("episode_vec", "fact_vec"):
-        assert db.vector_search(table, "alice", _odd_vector(1000), 10) == []
+        assert db.vector_search(table, "alice", odd_vector(1000), 10) == []
     for fts in ("episode_fts", "fact_fts"):
         assert db.text_search(fts, "alice", [SECRET.lower()], 10) == []
     assert _rows_of(db, "bob") == bob_before
@@ -151,21 +98,21 @@ def story(db, embedder):
     db.bind_embedder(identity(embedder), embedder.dimensions)
     s = {}
     with db.transaction():
-        s["P"] = _episode(db, embedder, "alice", "early part", "alice first mentioned the kayak", "part", n=1)
-        s["E1"] = _episode(db, embedder, "alice", "kayak trip", "alice kayaked the fjord", "kayak", n=2)
-        _supersede(db, "episodes", s["P"], s["E1"])
-        s["E2"] = _episode(db, embedder, "alice", "gym", "alice went bouldering", "gym", n=2)
-        s["E3"] = _episode(db, embedder, "bob", "kayak", "bob kayaked too", "bobkayak", n=2)
-        s["only_e1"] = _fact(db, embedder, "alice", "alice owns a red kayak", [s["E1"]])
-        s["shared"] = _fact(db, embedder, "alice", "alice likes water sports", [s["E1"], s["E2"]])
-        s["older"] = _fact(db, embedder, "alice", "alice climbs twice a week", [s["E2"]])
-        _supersede(db, "facts", s["older"], s["only_e1"])  # made-up, but the chain is what counts
-        s["only_part"] = _fact(db, embedder, "alice", "alice wants a kayak", [s["P"]])
-        s["bob_fact"] = _fact(db, embedder, "bob", "bob kayaks", [s["E3"]])
-        s["S1"] = _summary(db, "alice", "alice climbs", s["E2"])
-        s["S2"] = _summary(db, "alice", "alice climbs and kayaks", s["E1"])
-        s["S3"] = _summary(db, "alice", "alice climbs, kayaks, climbs again", s["E2"])
-        s["bob_summary"] = _summary(db, "bob", "bob kayaks", s["E3"])
+        s["P"] = add_episode(db, embedder, "alice", "early part", "alice first mentioned the kayak", "part", n=1)
+        s["E1"] = add_episode(db, embedder, "alice", "kayak trip", "alice kayaked the fjord", "kayak", n=2)
+        supersede(db, "episodes", s["P"], s["E1"])
+        s["E2"] = add_episode(db, embedder, "alice", "gym", "alice went bouldering", "gym", n=2)
+        s["E3"] = add_episode(db, embedder, "bob", "kayak", "bob kayaked too", "bobkayak", n=2)
+        s["only_e1"] = add_fact(db, embedder, "alice", "alice owns a red kayak", [s["E1"]])
+        s["shared"] = add_fact(db, embedder, "alice", "alice likes water sports", [s["E1"], s["E2"]])
+        s["older"] = add_fact(db, embedder, "alice", "alice climbs twice a week", [s["E2"]])
+        supersede(db, "facts", s["older"], s["only_e1"])  # made-up, but the chain is what counts
+        s["only_part"] = add_fact(db, embedder, "alice", "alice wants a kayak", [s["P"]])
+        s["bob_fact"] = add_fact(db, embedder, "bob", "bob kayaks", [s["E3"]])
+        s["S1"] = add_summary(db, "alice", "alice climbs", s["E2"])
+        s["S2"] = add_summary(db, "alice", "alice climbs and kayaks", s["E1"])
+        s["S3"] = add_summary(db, "alice", "alice climbs, kayaks, climbs again", s["E2"])
+        s["bob_summary"] = add_summary(db, "bob", "bob kayaks", s["E3"])
     return s
 
 
@@ -224,11 +171,11 @@ def test_forgotten_episode_is_gone_from_the_file_without_vacuum(db, embedder):
     """Secure delete + FTS optimize + checkpoint; vec0 zeroes the vector's slot in a chunk still in use."""
     sqlite_only(db, "PostgreSQL frees a deleted row's bytes at VACUUM, which docs/RELIABILITY.md tells users to run")
     db.bind_embedder(identity(embedder), embedder.dimensions)
-    odd = _odd_vector(7)
+    odd = odd_vector(7)
     with db.transaction():
-        keep = _episode(db, embedder, "alice", "gym", "alice went bouldering", "gym")
-        gone = _episode(db, embedder, "alice", "secret", f"alice visited {SECRET} island", "island", vector=odd)
-        _fact(db, embedder, "alice", f"alice knows {SECRET} island", [gone])
+        keep = add_episode(db, embedder, "alice", "gym", "alice went bouldering", "gym")
+        gone = add_episode(db, embedder, "alice", "secret", f"alice visited {SECRET} island", "island", vector=odd)
+        add_fact(db, embedder, "alice", f"alice knows {SECRET} island", [gone])
     db.checkpoint()
     before = _file_bytes(db.path)
     assert any(p in before for p in _pieces(odd)) and SECRET.lower().encode() in before.lower()
@@ -248,13 +195,13 @@ def test_forgotten_episode_is_gone_from_the_file_without_vacuum(db, embedder):
 def test_forget_fact_removes_it_and_the_chain_it_superseded(db, embedder):
     db.bind_embedder(identity(embedder), embedder.dimensions)
     with db.transaction():
-        e = _episode(db, embedder, "alice", "moves", "alice moved twice", "moves")
-        a = _fact(db, embedder, "alice", "alice lives in Oslo", [e])
-        b = _fact(db, embedder, "alice", "alice lives in Bergen", [e])
-        c = _fact(db, embedder, "alice", "alice lives in Tromso", [e])
-        other = _fact(db, embedder, "alice", "alice has a cat", [e])
-        _supersede(db, "facts", a, b)
-        _supersede(db, "facts", b, c)
+        e = add_episode(db, embedder, "alice", "moves", "alice moved twice", "moves")
+        a = add_fact(db, embedder, "alice", "alice lives in Oslo", [e])
+        b = add_fact(db, embedder, "alice", "alice lives in Bergen", [e])
+        c = add_fact(db, embedder, "alice", "alice lives in Tromso", [e])
+        other = add_fact(db, embedder, "alice", "alice has a cat", [e])
+        supersede(db, "facts", a, b)
+        supersede(db, "facts", b, c)
 
     with db.transaction():
         assert forget.forget_fact(db, "alice", b) == {"facts": 2, "fact_links": 2}
@@ -306,9 +253,9 @@ def db_file(tmp_path, embedder) -> tuple[Path, dict]:
     db.bind_embedder(identity(embedder), embedder.dimensions)
     ids = {}
     with db.transaction():
-        ids["bob_e"] = _episode(db, embedder, "bob", "bob kayak", "bob kayaked", "bobtopic")
-        _fact(db, embedder, "bob", "bob kayaks", [ids["bob_e"]])
-    _fill_user(db, embedder, "alice", SECRET)
+        ids["bob_e"] = add_episode(db, embedder, "bob", "bob kayak", "bob kayaked", "bobtopic")
+        add_fact(db, embedder, "bob", "bob kayaks", [ids["bob_e"]])
+    fill_user(db, embedder, "alice", SECRET)
     db.close()
     return path, ids
 

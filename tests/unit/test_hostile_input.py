@@ -18,7 +18,6 @@ import io
 import itertools
 import json
 import os
-import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -33,6 +32,7 @@ from nemori_cli.importers.locomo import read_locomo
 from nemori_cli.store import forget as forget_sql
 from nemori_cli.store import messages as message_sql
 from nemori_cli.store.sqlite import SqliteStore
+from tests.support.cli import run_nemori
 from tests.unit.fake_ingest import conversation, use_fakes, write_jsonl
 
 SRC = "hostile.jsonl"
@@ -695,28 +695,6 @@ def cli_env(tmp_path_factory):
 
 def _fingerprint(db: Path) -> tuple:
     return hashlib.sha256(db.read_bytes()).hexdigest(), sorted(p.name for p in db.parent.iterdir())
-
-
-def run_nemori(args: list[str], env: dict, stdin: bytes | None = None) -> tuple[int, str, str]:
-    """`nemori ARGS` through its real entry point (app.main: where errors become exit codes) in a CliRunner."""
-    from typer.testing import CliRunner
-
-    from nemori_cli.cli.app import main
-
-    runner = CliRunner()
-    saved = sys.argv
-    with runner.isolation(input=stdin, env=env) as (out, err, _):
-        sys.argv = ["nemori", *args]
-        try:
-            main()
-            code = 0
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-        finally:
-            sys.argv = saved
-            sys.stdout.flush()
-            sys.stderr.flush()
-        return code, out.getvalue().decode("utf-8", "replace"), err.getvalue().decode("utf-8", "replace")
 
 
 def assert_clean_exit(cli_env, args: list[str], stdin: bytes | None = None) -> tuple[int, str, str]:

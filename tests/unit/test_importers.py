@@ -795,7 +795,7 @@ def test_ingest_an_export_twice_adds_nothing_the_second_time(cli, monkeypatch):
     ],
 )
 def test_ingest_bad_choices_exit_2_with_one_line(cli, args, needle):
-    from tests.unit.test_hostile_input import run_nemori
+    from tests.support.cli import run_nemori
 
     env = {"NEMORI_CACHE_DIR": str(cli / "cache"), "XDG_CONFIG_HOME": str(cli / "config")}
     code, out, err = run_nemori(["ingest", str(EXPORTS / "chatgpt_conversations.json"), "--dry-run", "--db", str(cli / "x.db"), *args], env)

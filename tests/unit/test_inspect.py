@@ -16,7 +16,7 @@ from nemori_cli.store import notes as note_sql
 from nemori_cli.store import stats, summaries
 from nemori_cli.store.sqlite import SqliteStore
 from tests.conftest import make_messages
-from tests.unit.test_forget import _episode, _fill_user, _summary, _supersede
+from tests.support.memory_rows import add_episode, add_summary, fill_user, supersede
 
 
 def _note(db, embedder, user, message, **attrs) -> int:
@@ -54,9 +54,9 @@ def _amem_user(db, embedder, user="u") -> list[int]:
 
 def test_counts_per_kind_in_the_order_shown(db, embedder):
     db.bind_embedder(identity(embedder), embedder.dimensions)
-    _fill_user(db, embedder, "alice", "Quux")
+    fill_user(db, embedder, "alice", "Quux")
     with db.transaction():
-        _supersede(db, "episodes", 1, 2)
+        supersede(db, "episodes", 1, 2)
     assert stats.counts(db, "alice") == {
         "messages": 5,
         "pending": 1,
@@ -85,10 +85,10 @@ def test_counts_take_the_pending_count_they_are_given(db, embedder):
 def test_summary_history_is_the_users_versions_oldest_first(db, embedder):
     db.bind_embedder(identity(embedder), embedder.dimensions)
     with db.transaction():
-        e = _episode(db, embedder, "alice", "t", "n", "sum")
-        first = _summary(db, "alice", "one", e)
-        _summary(db, "bob", "bob's", e)
-        second = _summary(db, "alice", "two", e)
+        e = add_episode(db, embedder, "alice", "t", "n", "sum")
+        first = add_summary(db, "alice", "one", e)
+        add_summary(db, "bob", "bob's", e)
+        second = add_summary(db, "alice", "two", e)
     rows = summaries.history(db, "alice")
     assert [(r["id"], r["text"], r["episode_id"]) for r in rows] == [(first, "one", e), (second, "two", e)]
     assert set(rows[0]) == {"id", "text", "episode_id", "created_at"}
@@ -115,9 +115,9 @@ def native_file(tmp_path, embedder):
     path = tmp_path / "native.db"
     db = SqliteStore(path)
     db.bind_embedder(identity(embedder), embedder.dimensions)
-    _fill_user(db, embedder, "alice", "Quux")
+    fill_user(db, embedder, "alice", "Quux")
     with db.transaction():
-        _supersede(db, "episodes", 1, 2)
+        supersede(db, "episodes", 1, 2)
     db.close()
     return str(path)
 
@@ -169,9 +169,9 @@ def test_summary_shows_the_latest_version_or_all(cli, tmp_path, embedder):
     db = SqliteStore(path)
     db.bind_embedder(identity(embedder), embedder.dimensions)
     with db.transaction():
-        e = _episode(db, embedder, "alice", "t", "n", "sum")
-        _summary(db, "alice", "one", e)
-        _summary(db, "alice", "two", e)
+        e = add_episode(db, embedder, "alice", "t", "n", "sum")
+        add_summary(db, "alice", "one", e)
+        add_summary(db, "alice", "two", e)
     db.close()
     latest = json.loads(cli("inspect", "summary", "--db", str(path), "--user", "alice", "--json").output)
     assert [s["text"] for s in latest["summaries"]] == ["two"]
@@ -202,7 +202,7 @@ def test_forgetting_one_item_reports_it_as_json_or_one_line(cli, tmp_path, embed
         path = tmp_path / f"{kind}{json_out}.db"
         db = SqliteStore(path)
         db.bind_embedder(identity(embedder), embedder.dimensions)
-        _fill_user(db, embedder, "alice", "Quux")
+        fill_user(db, embedder, "alice", "Quux")
         db.close()
         run = cli("forget", kind, item, "--db", str(path), "--user", "alice", *(["--json"] if json_out else []))
         assert run.exit_code == 0, run.output
@@ -222,7 +222,7 @@ def test_forgetting_a_note_and_a_user_report_the_same_way(cli, amem_file, tmp_pa
     path = tmp_path / "whole.db"
     db = SqliteStore(path)
     db.bind_embedder(identity(embedder), embedder.dimensions)
-    _fill_user(db, embedder, "alice", "Quux")
+    fill_user(db, embedder, "alice", "Quux")
     db.close()
     text = cli("forget", "user", "alice", "--yes", "--db", str(path)).output
     assert text.startswith("forgot user alice: ") and "messages: 5" in text

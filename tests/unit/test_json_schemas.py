@@ -13,15 +13,13 @@ from pathlib import Path
 
 import pytest
 from jsonschema import Draft202012Validator
-from referencing import Registry, Resource
 
 from nemori_cli import deps
 from nemori_cli.llm.base import StructuredLLM
 from nemori_cli.llm.fake import FakeBackend
-from tests.conftest import REPO
+from tests.support.schemas import REGISTRY, SCHEMAS, check, schema_files
 from tests.unit.fake_ingest import TOPICS, conversation, isolate, nemori, use_fakes, write_jsonl
 
-SCHEMAS = REPO / "docs" / "schemas"
 BASE = "https://nemori-cli.invalid/schemas/v1/"
 DEFS = "defs.schema.json"
 
@@ -56,23 +54,6 @@ OUTPUTS = {
 }
 
 
-def _files() -> dict[str, dict]:
-    return {p.name: json.loads(p.read_text(encoding="utf-8")) for p in sorted(SCHEMAS.glob("*.schema.json"))}
-
-
-_REGISTRY = Registry().with_resources((s["$id"], Resource.from_contents(s)) for s in _files().values())
-
-
-def check(name: str, result) -> dict:
-    """The command succeeded and its stdout is one JSON document valid against NAME.schema.json; returns it."""
-    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
-    data = json.loads(result.stdout)
-    schema = _files()[f"{name}.schema.json"]
-    errors = sorted(Draft202012Validator(schema, registry=_REGISTRY).iter_errors(data), key=lambda e: list(e.absolute_path))
-    assert not errors, "\n".join(f"{name}: {'/'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}" for e in errors[:10])
-    return data
-
-
 # -- the schema files ------------------------------------------------------------
 
 
@@ -89,9 +70,9 @@ def _properties(node, where=""):
             yield from _properties(sub, f"{where}/{i}")
 
 
-@pytest.mark.parametrize("name", sorted(_files()))
+@pytest.mark.parametrize("name", sorted(schema_files()))
 def test_every_schema_file_is_a_valid_draft_2020_12_schema_with_a_versioned_id(name):
-    schema = _files()[name]
+    schema = schema_files()[name]
     Draft202012Validator.check_schema(schema)
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     assert schema["$id"] == BASE + name
@@ -102,8 +83,8 @@ def test_every_schema_file_is_a_valid_draft_2020_12_schema_with_a_versioned_id(n
 
 
 def test_every_reference_resolves():
-    for schema in _files().values():
-        resolver = _REGISTRY.resolver(base_uri=schema["$id"])
+    for schema in schema_files().values():
+        resolver = REGISTRY.resolver(base_uri=schema["$id"])
         for node in _nodes(schema):
             if isinstance(node, dict) and isinstance(node.get("$ref"), str):
                 resolver.lookup(node["$ref"])  # raises on a dangling reference
@@ -140,18 +121,18 @@ def test_every_command_with_a_json_flag_has_a_schema_and_every_schema_a_command(
     assert sorted(commands - set(OUTPUTS)) == [], "a command prints --json without a schema in docs/schemas/ (add it, and to OUTPUTS)"
     assert sorted(set(OUTPUTS) - commands) == []
     named = {f"{n}.schema.json" for names in OUTPUTS.values() for n in names}
-    assert sorted(named - set(_files())) == []
-    assert sorted(set(_files()) - named - {DEFS}) == [], "a schema that no command's output uses"
+    assert sorted(named - set(schema_files())) == []
+    assert sorted(set(schema_files()) - named - {DEFS}) == [], "a schema that no command's output uses"
 
 
 def test_the_readme_lists_every_schema():
     readme = (SCHEMAS / "README.md").read_text(encoding="utf-8")
     listed = set(re.findall(r"\(([\w-]+\.schema\.json)\)", readme))
-    assert listed == set(_files())
+    assert listed == set(schema_files())
 
 
 def _errors(name: str, data) -> list[str]:
-    return [e.message for e in Draft202012Validator(_files()[f"{name}.schema.json"], registry=_REGISTRY).iter_errors(data)]
+    return [e.message for e in Draft202012Validator(schema_files()[f"{name}.schema.json"], registry=REGISTRY).iter_errors(data)]
 
 
 def test_the_schemas_refuse_what_no_command_prints():
@@ -428,7 +409,7 @@ def test_models_install_of_what_is_there_or_needs_nothing(world, tmp_path, monke
 
 
 def test_doctor_probed_and_not(monkeypatch, tmp_path):
-    from tests.unit import test_doctor as doctor_world
+    from tests.support.doctor_world import fakes, sensible
 
     model = tmp_path / "fake.gguf"
     model.write_bytes(b"GGUF" + bytes(1000))
@@ -436,7 +417,7 @@ def test_doctor_probed_and_not(monkeypatch, tmp_path):
     presets.write_text(f'[llm.fake]\nkind = "gguf"\npath = "{model}"\n', encoding="utf-8")
     isolate(monkeypatch, tmp_path)
     monkeypatch.setenv("NEMORI_MODELS_FILE", str(presets))
-    build_llm, build_embedder = doctor_world.fakes(doctor_world.sensible)
+    build_llm, build_embedder = fakes(sensible)
     monkeypatch.setattr(deps, "build_llm", build_llm)
     monkeypatch.setattr(deps, "build_embedder", build_embedder)
     probed = check("doctor", nemori("doctor", "--model", "fake", "--json"))
@@ -448,19 +429,22 @@ def test_doctor_probed_and_not(monkeypatch, tmp_path):
 
 
 def test_bench_report_and_systems(tmp_path, backend, embedder):
+    from nemori_cli.bench import catalog, locomo
+    from nemori_cli.bench.results import ResultLog
+    from nemori_cli.bench.run import BenchRunner, Silent
     from nemori_cli.bench.systems import Shared
     from nemori_cli.memory.semantic import SemanticSettings
-    from tests.unit import test_bench_run as bench
+    from tests.support.bench_world import CONFIG, IDENTITY, SAMPLE, answer_like_a_reader
     from tests.unit.fakeworld import World
 
-    World(backend, Answer=bench.answer_like_a_reader, Summary={"summary": "Ann went to Paris; Bob adopted Luna."})
+    World(backend, Answer=answer_like_a_reader, Summary={"summary": "Ann went to Paris; Bob adopted Luna."})
     shared = Shared(StructuredLLM(backend), embedder, SemanticSettings(), lambda text: len(text.split()), 4096)
     path = tmp_path / "mini_locomo.json"
-    path.write_text(json.dumps([bench.SAMPLE]))
+    path.write_text(json.dumps([SAMPLE]))
     out = tmp_path / "out"
-    bench.run_locomo(
-        out, shared, path, "nemori,full-context,rag-256", config={**bench.CONFIG, "systems": ["nemori", "full-context", "rag-256"]}
-    )
+    log = ResultLog(out, {**CONFIG, "systems": ["nemori", "full-context", "rag-256"]}, identity_keys=IDENTITY)
+    units = locomo.units(path, [], None, None, adversarial=False)
+    BenchRunner("locomo", log, shared, catalog.resolve("nemori,full-context,rag-256"), locomo.score, None, Silent()).run(units)
     report = check("bench-report", nemori("bench", "report", out, "--json"))
     assert set(report["systems"]) == {"nemori", "full-context", "rag-256"}
     assert check("bench-systems", nemori("bench", "systems", "--json"))["systems"]

@@ -11,18 +11,18 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.mcp import run_client, some_messages
 from tests.support.mcp_bad_calls import bad_calls
-from tests.unit.test_mcp_server import _messages, _run, memories  # noqa: F401 - the fixture, over SQLite and PostgreSQL
 
 pytest.importorskip("mcp")
 
 
-def test_generated_bad_calls_end_in_errors_the_server_stays_up_and_nothing_is_written(memories):  # noqa: F811
+def test_generated_bad_calls_end_in_errors_the_server_stays_up_and_nothing_is_written(memories):
     calls = bad_calls()
     assert len(calls) >= 50
 
     async def body(client):
-        await client.call_tool("remember", {"messages": _messages(1)})
+        await client.call_tool("remember", {"messages": some_messages(1)})
         before = memories.of(None).stats()
         outcomes = []
         for tool, arguments in calls:
@@ -35,7 +35,7 @@ def test_generated_bad_calls_end_in_errors_the_server_stays_up_and_nothing_is_wr
         alive = await client.call_tool("recall", {"query": "kayak", "limit": 2})
         return outcomes, alive
 
-    outcomes, alive = _run(memories, body)
+    outcomes, alive = run_client(memories, body)
     assert not alive.is_error and alive.structured_content["memories"]  # the server is up and still answers
     writes_that_passed = [o for o in outcomes if o[0] == "ok" and o[1] in ("remember", "forget")]
     assert writes_that_passed == []

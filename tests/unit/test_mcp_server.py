@@ -2,58 +2,19 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
-from tests.unit.fake_ingest import conversation, isolate, use_fake_answers, use_fakes
+from tests.support.mcp import run_client, some_messages
+from tests.unit.fake_ingest import isolate
 
 pytest.importorskip("mcp")
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def memories(request, monkeypatch, tmp_path):
-    """The server's memories in a SQLite file, then in a new database on the test PostgreSQL server."""
-    from nemori_cli.mcp_server.server import Memories
-
-    isolate(monkeypatch, tmp_path)
-    use_fakes(monkeypatch)
-    use_fake_answers(monkeypatch)
-    if request.param == "sqlite":
-        target = str(tmp_path / "m.db")
-    else:
-        from tests.support.postgres import new_database
-
-        target = new_database()
-    made = Memories(target, "ann", any_user=False, model=None, embedder=None, answer_model=None)
-    yield made
-    made.close()
-
-
-def _run(memories, body):
-    from mcp import Client
-
-    from nemori_cli.mcp_server.server import build
-
-    async def go():
-        async with Client(build(memories)) as client:
-            return await body(client)
-
-    return asyncio.run(go())
-
-
-def _messages(n_topics: int = 2):
-    return [
-        {"speaker": r["speaker"], "content": r["content"], "timestamp": r["timestamp"], "id": r["id"]}
-        for r in conversation()[: 4 * n_topics]
-    ]
 
 
 def test_tools_have_schemas_and_the_spec_annotations(memories):
     async def body(client):
         return {t.name: t for t in (await client.list_tools()).tools}
 
-    tools = _run(memories, body)
+    tools = run_client(memories, body)
     assert set(tools) == {"remember", "recall", "ask", "forget"}
     hints = {
         name: (t.annotations.read_only_hint, t.annotations.destructive_hint, t.annotations.idempotent_hint) for name, t in tools.items()
@@ -71,7 +32,7 @@ def test_tools_have_schemas_and_the_spec_annotations(memories):
 
 def test_remember_recall_ask_forget(memories):
     async def body(client):
-        remembered = await client.call_tool("remember", {"messages": _messages()})
+        remembered = await client.call_tool("remember", {"messages": some_messages()})
         recalled = await client.call_tool("recall", {"query": "kayak", "limit": 3})
         asked = await client.call_tool("ask", {"question": "What about the kayak?", "today": "2023-06-01"})
         episode = memories.of(None).episodes()[0].id
@@ -79,7 +40,7 @@ def test_remember_recall_ask_forget(memories):
         again = await client.call_tool("forget", {"kind": "episode", "id": episode})
         return remembered, recalled, asked, forgotten, again
 
-    remembered, recalled, asked, forgotten, again = _run(memories, body)
+    remembered, recalled, asked, forgotten, again = run_client(memories, body)
     assert not remembered.is_error and remembered.structured_content["added"] == 8 and remembered.structured_content["episodes"] == 2
     assert len(recalled.structured_content["memories"]) <= 3 and "kayak" in recalled.structured_content["memories"][0]["text"]
     assert asked.structured_content["answer"] == "the kayak" and asked.structured_content["failed"] is False
@@ -102,12 +63,12 @@ def test_remember_recall_ask_forget(memories):
 )
 def test_a_bad_call_is_an_mcp_error_and_writes_nothing(memories, tool, arguments, said):
     async def body(client):
-        await client.call_tool("remember", {"messages": _messages(1)})
+        await client.call_tool("remember", {"messages": some_messages(1)})
         before = memories.of(None).stats()
         result = await client.call_tool(tool, arguments)
         return before, result
 
-    before, result = _run(memories, body)
+    before, result = run_client(memories, body)
     assert result.is_error
     assert said in result.content[0].text
     assert memories.of(None).stats() == before
@@ -119,11 +80,11 @@ def test_any_user_lets_a_call_choose_whose_memory(memories, tmp_path):
     shared = Memories(memories.db_path, "ann", any_user=True, model=None, embedder=None, answer_model=None)
 
     async def body(client):
-        await client.call_tool("remember", {"messages": _messages(1), "user": "bob"})
+        await client.call_tool("remember", {"messages": some_messages(1), "user": "bob"})
         return await client.call_tool("recall", {"query": "kayak"}), await client.call_tool("recall", {"query": "kayak", "user": "bob"})
 
     try:
-        mine, bobs = _run(shared, body)
+        mine, bobs = run_client(shared, body)
     finally:
         shared.close()
     assert mine.structured_content["memories"] == []

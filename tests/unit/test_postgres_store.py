@@ -251,7 +251,7 @@ def test_an_export_moves_a_memory_between_the_engines_both_ways(world):
 
 def test_bench_keeps_its_memories_in_postgresql_with_db(world, monkeypatch):
     from nemori_cli import deps
-    from tests.unit.test_bench_run import SAMPLE
+    from tests.support.bench_world import SAMPLE
 
     tmp_path, url = world
     monkeypatch.setattr(deps, "answer_preset", deps.llm_preset)  # the bench records the answer model's preset: the default one

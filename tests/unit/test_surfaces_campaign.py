@@ -23,7 +23,6 @@ import pytest
 
 from nemori_cli.config import load_presets
 from nemori_cli.errors import ConfigError
-from tests.unit.test_view import served  # noqa: F401 - the fixture, shared
 
 SEED = 42
 VIEW_REQUESTS = 120
@@ -80,7 +79,7 @@ def _answer(port: int, request: bytes) -> bytes:
     return answer
 
 
-def test_generated_hostile_view_requests_get_json_and_no_traceback(served, capfd):  # noqa: F811 - the fixture
+def test_generated_hostile_view_requests_get_json_and_no_traceback(served, capfd):
     base, *_ = served
     port = int(base.rsplit(":", 1)[1])
     rng = random.Random(SEED)

@@ -1,7 +1,7 @@
 """`nemori view` misused (issue 42): a rebound name, an idle client, ids past 64 bits, the file overwritten, a busy port.
 
 A real server on 127.0.0.1 over a real SQLite file (the ``served`` fixture of
-test_view.py), spoken to with raw sockets where a client library would
+tests/support/view.py), spoken to with raw sockets where a client library would
 correct what is sent.
 """
 
@@ -17,7 +17,7 @@ import time
 import pytest
 
 from tests.conftest import REPO
-from tests.unit.test_view import _get, served  # noqa: F401 - the fixture, shared
+from tests.support.view import get
 
 
 def _raw(base: str, request: bytes, timeout: float = 10) -> tuple[int, dict]:
@@ -37,7 +37,7 @@ def _port(base: str) -> int:
     return int(base.rsplit(":", 1)[1])
 
 
-def test_a_rebound_host_or_another_sites_page_is_refused(served):  # noqa: F811 - the fixture
+def test_a_rebound_host_or_another_sites_page_is_refused(served):
     base, *_ = served
     port = _port(base)
     for host in (b"attacker.example", f"attacker.example:{port}".encode(), b"127.0.0.1", f"127.0.0.1:{port + 1}".encode()):
@@ -58,7 +58,7 @@ def test_a_rebound_host_or_another_sites_page_is_refused(served):  # noqa: F811 
         assert status == 200 and body["user"] == "alice"
 
 
-def test_an_idle_connection_does_not_stall_the_others(served):  # noqa: F811 - the fixture
+def test_an_idle_connection_does_not_stall_the_others(served):
     base, *_ = served
     idle = [socket.create_connection(("127.0.0.1", _port(base)), timeout=30) for _ in range(3)]
     try:
@@ -66,14 +66,14 @@ def test_an_idle_connection_does_not_stall_the_others(served):  # noqa: F811 - t
             s.sendall(b"GET / HTTP/1.0\r\n")  # and nothing more
         started = time.monotonic()
         for _ in range(5):
-            assert _get(base + "/api/summary")[0] == 200
+            assert get(base + "/api/summary")[0] == 200
         assert time.monotonic() - started < 5
     finally:
         for s in idle:
             s.close()
 
 
-def test_an_idle_connection_is_dropped_after_a_timeout(served, monkeypatch):  # noqa: F811 - the fixture
+def test_an_idle_connection_is_dropped_after_a_timeout(served, monkeypatch):
     from nemori_cli.cli import view_server
 
     monkeypatch.setattr(view_server.GuardedHandler, "timeout", 0.5)
@@ -84,33 +84,33 @@ def test_an_idle_connection_is_dropped_after_a_timeout(served, monkeypatch):  # 
 
 
 @pytest.mark.parametrize("digits", ["9" * 20, "9" * 5000, str(2**63)])
-def test_an_id_past_64_bits_is_a_json_refusal(served, digits):  # noqa: F811 - the fixture
+def test_an_id_past_64_bits_is_a_json_refusal(served, digits):
     base, *_ = served
     for kind in ("episode", "fact"):
-        status, headers, body = _get(f"{base}/api/{kind}/{digits}")
+        status, headers, body = get(f"{base}/api/{kind}/{digits}")
         assert status == 400 and headers["Content-Type"].startswith("application/json")
         assert json.loads(body)["error"].startswith("not an id: 9")
 
 
-def test_the_largest_id_is_not_found_not_refused(served):  # noqa: F811 - the fixture
+def test_the_largest_id_is_not_found_not_refused(served):
     base, *_ = served
-    status, _, body = _get(f"{base}/api/episode/{2**63 - 1}")
+    status, _, body = get(f"{base}/api/episode/{2**63 - 1}")
     assert status == 404 and "for user alice" in json.loads(body)["error"]
 
 
-def test_the_database_overwritten_while_served_is_a_json_answer(served):  # noqa: F811 - the fixture
+def test_the_database_overwritten_while_served_is_a_json_answer(served):
     base, _, db, _ = served
     size = db.stat().st_size
     with open(db, "r+b") as f:  # in place, as `cp other.db m.db` does
         f.write(os.urandom(size))
     for path in ("/api/summary", "/api/episodes", "/api/facts", "/api/episode/1", "/api/fact/1"):
-        status, headers, body = _get(base + path)
+        status, headers, body = get(base + path)
         assert status == 503 and headers["Content-Type"].startswith("application/json"), (path, status, body)
         assert "the database cannot be read now" in json.loads(body)["error"]
-    assert _get(base + "/")[0] == 200  # the page itself still loads, to show the line
+    assert get(base + "/")[0] == 200  # the page itself still loads, to show the line
 
 
-def test_a_busy_port_is_one_line_and_exit_2(served):  # noqa: F811 - the fixture
+def test_a_busy_port_is_one_line_and_exit_2(served):
     base, _, db, _ = served
     clean = {k: v for k, v in os.environ.items() if not k.startswith("NEMORI_")}
     run = subprocess.run(

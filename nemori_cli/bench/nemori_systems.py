@@ -220,6 +220,12 @@ _ABLATIONS = (
         options=PROFILES["core"],
         beyond="short",
     ),
+    UnbuiltNemoriSystem(
+        "nemori-unbuilt-wide",
+        "nemori-unbuilt with 800 tokens retrieved beyond the core instead of 200 (a smaller core)",
+        options=PROFILES["core"],
+        tail=800,
+    ),
     CoreNemoriSystem(
         "nemori-short",
         "nemori with the short road beyond the window: facts and raw turns (two either side) in one ranking for the question, "

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from nemori_cli import deps
-from nemori_cli.config import Settings
-from nemori_cli.domain import Answer, Episode, Fact, Hit, IncomingMessage, Note, Usage
+from nemori_cli.config import DEFAULT_NEIGHBOURS, DEFAULT_WINDOW, Settings
+from nemori_cli.domain import MAX_ID, Answer, Episode, Fact, Hit, IncomingMessage, Note, Usage
 from nemori_cli.errors import ConfigError, InputError, NemoriError, StoreError
 from nemori_cli.importers.collect import Imported
 from nemori_cli.importers.given import read_export, read_messages, shown_name
@@ -57,7 +57,6 @@ METHOD_FLAGS = ("memory", "distill", "integrate", "facts", "index", "partition")
 # Messages given to `ingest` get this id namespace, so the ids a program
 # chooses never collide with those of a file ingested from the shell.
 API_NAMESPACE = "api:"
-MAX_ID = 2**63 - 1  # the stores' integers are 64-bit: a larger id is refused here, not by the driver
 
 
 @dataclass(frozen=True)
@@ -139,13 +138,13 @@ class Memory:
         embedder: str | None = None,
         answer_model: str | None = None,
         memory: MemoryName | None = None,
-        window: int = 20,
+        window: int = DEFAULT_WINDOW,
         distill: Literal["prediction", "direct"] | None = None,
         integrate: bool | None = None,
         facts: bool | None = None,
         index: Literal["narrative", "messages"] | None = None,
         partition: Literal["model", "similarity"] | None = None,
-        neighbours: int = 5,
+        neighbours: int = DEFAULT_NEIGHBOURS,
         parallel: int | None = None,
         workers: int | None = None,
     ) -> None:
@@ -166,7 +165,9 @@ class Memory:
         self._setup(settings, window, method, neighbours)
 
     @classmethod
-    def from_settings(cls, settings: Settings, *, window: int = 20, neighbours: int = 5, **method: Any) -> Memory:
+    def from_settings(
+        cls, settings: Settings, *, window: int = DEFAULT_WINDOW, neighbours: int = DEFAULT_NEIGHBOURS, **method: Any
+    ) -> Memory:
         """A Memory over settings already resolved (the CLI's: flags, then the environment, then the defaults)."""
         memory = cls.__new__(cls)
         memory._setup(settings, window, {name: method.get(name) for name in METHOD_FLAGS}, neighbours)
@@ -698,8 +699,8 @@ def ingest_users(
     flush: bool = True,
     model: str | None = None,
     embedder: str | None = None,
-    window: int = 20,
-    neighbours: int = 5,
+    window: int = DEFAULT_WINDOW,
+    neighbours: int = DEFAULT_NEIGHBOURS,
     **method: Any,
 ) -> dict[str, IngestResult]:
     """Several users' messages into one database, their memories made at once; one IngestResult per user.

@@ -18,6 +18,11 @@ from pathlib import Path
 
 from nemori_cli.errors import ConfigError
 
+# Defaults that the CLI's options, the Python API (and through it the MCP server) and the pipeline all read.
+DEFAULT_WINDOW = 20  # messages the model cuts into episodes at a time (the paper's observation window w)
+DEFAULT_NEIGHBOURS = 5  # A-MEM modes: nearest notes offered to the link decision (A-MEM's k)
+DEFAULT_N_CTX = 4096  # a GGUF model's context window in tokens when its preset does not say
+
 APP_NAME = "nemori"
 # The built-in presets ship inside the package, so an installed tool (pipx, uv tool, a wheel) has them;
 # the clone's top-level models.toml is a link to this file.
@@ -46,7 +51,7 @@ class LLMPreset:
     packages: tuple[str, ...] = ()  # pip requirements that provide `parts`
     download_mb: int | None = None  # what installing `packages` downloads, said before an install starts
     sha256: str | None = None
-    n_ctx: int = 4096
+    n_ctx: int = DEFAULT_N_CTX
     base_url: str | None = None  # openai
     model: str | None = None  # openai
     api_key_env: str | None = None  # openai: the NAME of the variable holding the key
@@ -188,7 +193,7 @@ def resolve_llm(presets: Presets, name: str | None) -> LLMPreset:
     if name in presets.llms:
         return presets.llms[name]
     if _is_gguf_path(name):
-        return LLMPreset(name=name, kind="gguf", path=name, n_ctx=4096)
+        return LLMPreset(name=name, kind="gguf", path=name, n_ctx=DEFAULT_N_CTX)
     known = ", ".join(sorted(presets.llms)) or "none"
     raise ConfigError(f"unknown model {name!r} (--model / NEMORI_MODEL); presets: {known}, or a path to a .gguf file")
 

@@ -17,7 +17,16 @@ from collections.abc import Callable
 from functools import cached_property
 from typing import TYPE_CHECKING, TypeVar
 
-from nemori_cli.config import LLMPreset, Settings, api_key_from_env, load_presets, resolve_embedder, resolve_llm
+from nemori_cli.config import (
+    DEFAULT_N_CTX,
+    DEFAULT_WINDOW,
+    LLMPreset,
+    Settings,
+    api_key_from_env,
+    load_presets,
+    resolve_embedder,
+    resolve_llm,
+)
 from nemori_cli.embed.base import Embedder, identity
 from nemori_cli.errors import ConfigError, ModelError, ModelNotInstalled
 from nemori_cli.llm.base import ChatBackend, StructuredLLM
@@ -81,7 +90,7 @@ def llm_preset(settings: Settings) -> LLMPreset:
     return resolve_llm(load_presets(), settings.model)
 
 
-def build_eta(settings: Settings, db: Store, *, window: int = 20):
+def build_eta(settings: Settings, db: Store, *, window: int = DEFAULT_WINDOW):
     """A BuildState's estimate (pipeline/built.Eta): the model time a backlog needs at the best-known rates of the model that builds."""
     from nemori_cli.estimate import estimate
 
@@ -206,7 +215,7 @@ def core_cache(settings: Settings):
 
 def answer_window(settings: Settings, llm: StructuredLLM) -> int:
     """The answer model's context window in tokens: the loaded model's own, else its preset's."""
-    return getattr(llm.backend, "n_ctx", None) or getattr(answer_preset(settings), "n_ctx", None) or 4096
+    return getattr(llm.backend, "n_ctx", None) or getattr(answer_preset(settings), "n_ctx", None) or DEFAULT_N_CTX
 
 
 def semantic_settings(settings: Settings):
@@ -282,7 +291,7 @@ class Session:
 
         return mode_of(self.db)
 
-    def pipeline(self, profile: Profile, *, window: int = 20, notes: AmemSettings | None = None) -> Pipeline:
+    def pipeline(self, profile: Profile, *, window: int = DEFAULT_WINDOW, notes: AmemSettings | None = None) -> Pipeline:
         """The ingest runner for this session's user, with the settings taken from presets."""
         from nemori_cli.memory.amem import AmemSettings
         from nemori_cli.pipeline.runner import Pipeline

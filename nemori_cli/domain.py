@@ -10,6 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+# The largest id a store can hold (SQLite's and PostgreSQL's integers are 64-bit): a larger one is a usage
+# error, refused by the CLI, the API and the MCP server before any store sees it, not a crash in the driver.
+MAX_ID = 2**63 - 1
+
 
 def to_epoch(ts: datetime) -> float:
     """Seconds since 1970 for ordering; a naive timestamp is read as UTC."""

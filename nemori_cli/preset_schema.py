@@ -27,7 +27,7 @@ from typing import Annotated, Any, Literal
 from packaging.requirements import InvalidRequirement, Requirement
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from nemori_cli.config import EmbedderPreset, LLMPreset
+from nemori_cli.config import DEFAULT_N_CTX, EmbedderPreset, LLMPreset
 from nemori_cli.errors import ConfigError
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -89,7 +89,7 @@ class _Files(_Strict):
 class LLMBody(_Files):
     kind: Literal["gguf", "openai"]
     sha256: Sha256 | None = None
-    n_ctx: Annotated[int, Field(gt=0, le=1 << 24)] = 4096
+    n_ctx: Annotated[int, Field(gt=0, le=1 << 24)] = DEFAULT_N_CTX
     base_url: Annotated[str, Field(min_length=1, max_length=4096), AfterValidator(_url)] | None = None
     model: Text | None = None
     api_key_env: Annotated[str, Field(min_length=1, max_length=256), AfterValidator(_env_name)] | None = None

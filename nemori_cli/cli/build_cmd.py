@@ -31,6 +31,7 @@ from nemori_cli.cli import options as opt
 from nemori_cli.cli.ingest import MaxTokens, Neighbours, check_budget, prepare_core, print_report, run_with_progress  # noqa: I001
 from nemori_cli.cli.progress import wanted
 from nemori_cli.cli.render import print_json
+from nemori_cli.config import DEFAULT_NEIGHBOURS, DEFAULT_WINDOW
 
 # How long `--background` waits to see its worker take the lock and load its model (so a model that
 # cannot load is one line here, not only in the log), and how long `--stop` waits for the worker to
@@ -53,11 +54,11 @@ def build_cmd(
         bool, typer.Option("--stop", help="Stop the build running on this database after the episode in hand (the rest stays pending).")
     ] = False,
     max_tokens: MaxTokens = None,
-    neighbours: Neighbours = 5,
+    neighbours: Neighbours = DEFAULT_NEIGHBOURS,
     parallel: opt.Parallel = None,
     workers: opt.Workers = None,
     progress: opt.ShowProgress = None,
-    window: opt.Window = 20,
+    window: opt.Window = DEFAULT_WINDOW,
     db_path: opt.Db = None,
     user: opt.User = None,
     model: opt.Model = None,

@@ -12,6 +12,7 @@ from nemori_cli.cli import options as opt
 from nemori_cli.cli.help import examples
 from nemori_cli.cli.progress import wanted
 from nemori_cli.cli.render import console, print_json, warn_changed
+from nemori_cli.config import DEFAULT_NEIGHBOURS, DEFAULT_WINDOW
 from nemori_cli.errors import ConfigError
 
 EXAMPLES = examples(
@@ -292,7 +293,7 @@ def ingest(
         bool,
         typer.Option("--flush/--no-flush", help="Make episodes of the last messages too (default), or keep them pending for more."),
     ] = True,
-    window: opt.Window = 20,
+    window: opt.Window = DEFAULT_WINDOW,
     memory: MemoryOpt = None,
     distill: Distill = None,
     integrate: Integrate = None,
@@ -300,7 +301,7 @@ def ingest(
     index: IndexFlag = None,
     partition: PartitionFlag = None,
     max_tokens: MaxTokens = None,
-    neighbours: Neighbours = 5,
+    neighbours: Neighbours = DEFAULT_NEIGHBOURS,
     parallel: opt.Parallel = None,
     workers: opt.Workers = None,
     progress: opt.ShowProgress = None,
@@ -441,11 +442,11 @@ def _store_only(
 
 def flush_cmd(
     max_tokens: MaxTokens = None,
-    neighbours: Neighbours = 5,
+    neighbours: Neighbours = DEFAULT_NEIGHBOURS,
     parallel: opt.Parallel = None,
     workers: opt.Workers = None,
     progress: opt.ShowProgress = None,
-    window: opt.Window = 20,
+    window: opt.Window = DEFAULT_WINDOW,
     db_path: opt.Db = None,
     user: opt.User = None,
     model: opt.Model = None,

@@ -6,7 +6,8 @@ from typing import Annotated
 
 import typer
 
-from nemori_cli.config import MAX_WORKERS, Settings
+from nemori_cli.config import MAX_PARALLEL, MAX_WORKERS, Settings
+from nemori_cli.domain import MAX_ID as MAX_ID  # the commands read it as opt.MAX_ID
 
 Db = Annotated[
     str | None,
@@ -49,7 +50,7 @@ Parallel = Annotated[
     typer.Option(
         "--parallel",
         min=1,
-        max=16,
+        max=MAX_PARALLEL,
         metavar="N",
         help="Generations at once (env NEMORI_PARALLEL; default 1): a window's narrations decoded together by llama.cpp, "
         "or requests in flight to an endpoint with parallel slots.",
@@ -69,10 +70,6 @@ Workers = Annotated[
     ),
 ]
 Window = Annotated[int, typer.Option(min=2, max=200, metavar="N", help="Messages the model cuts into episodes at a time.")]
-
-
-# The largest id a store can hold (SQLite's and PostgreSQL's integers are 64-bit): a larger one is a usage error, not a crash.
-MAX_ID = 2**63 - 1
 
 
 def settings(db_path: str | None, user: str | None, model: str | None = None, embedder: str | None = None) -> Settings:

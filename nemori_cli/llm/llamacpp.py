@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from nemori_cli.config import DEFAULT_N_CTX
 from nemori_cli.errors import LLMOutputError, ModelError
 from nemori_cli.llm.base import ChatMessages, ChatRequest, RawCompletion
 from nemori_cli.llm.prefix_states import PrefixStates, Snapshot, prompt_key
@@ -50,7 +51,7 @@ class LlamaCppBackend:
         path: Path,
         *,
         name: str,
-        n_ctx: int = 4096,
+        n_ctx: int = DEFAULT_N_CTX,
         n_threads: int | None = None,
         seed: int = 42,
         prefix_cache: bool = True,

@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field
 
 from nemori_cli import __version__
 from nemori_cli.api import Memory
+from nemori_cli.domain import MAX_ID
 from nemori_cli.errors import ConfigError, NemoriError
 
 INSTRUCTIONS = (
@@ -245,7 +246,7 @@ def build(memories: Memories):
             int,
             # strict: "1" is not an id (lax pydantic would read it as 1 and delete that item);
             # le: SQLite's integers are 64-bit, a larger one is refused here, not by the driver.
-            Field(ge=1, le=2**63 - 1, strict=True, description="Its id, as recall gives it."),
+            Field(ge=1, le=MAX_ID, strict=True, description="Its id, as recall gives it."),
         ],
         user: UserArg = None,
     ) -> Forgotten:

@@ -28,6 +28,7 @@ from datetime import datetime
 import numpy as np
 
 from nemori_cli import stages
+from nemori_cli.config import DEFAULT_NEIGHBOURS
 from nemori_cli.dates import annotate_relative_times, format_date
 from nemori_cli.domain import Fact, Note
 from nemori_cli.embed.base import Embedder
@@ -144,7 +145,7 @@ _SKIP = frozenset(
 
 @dataclass(frozen=True)
 class AmemSettings:
-    neighbours: int = 5  # nearest notes offered to the link decision (A-MEM's k)
+    neighbours: int = DEFAULT_NEIGHBOURS  # nearest notes offered to the link decision (A-MEM's k)
     link_floor: float = 0.55  # fallback: link neighbours at least this similar (cosine) when the answer is unusable
     # How many notes a search returns, and how many linked ones it adds, are
     # search options (retrieval/search.py: SearchOptions.notes, .linked).

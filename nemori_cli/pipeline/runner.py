@@ -41,6 +41,7 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
 
+from nemori_cli.config import DEFAULT_WINDOW
 from nemori_cli.domain import IncomingMessage, to_epoch
 from nemori_cli.embed.base import Embedder, identity, max_chars, serialized
 from nemori_cli.errors import ModelError
@@ -128,7 +129,7 @@ class Pipeline:
         llm: StructuredLLM,
         embedder: Embedder,
         *,
-        window: int = 20,
+        window: int = DEFAULT_WINDOW,
         profile: Profile = DEFAULT,
         partition_settings: PartitionSettings = PartitionSettings(),
         semantic: SemanticSettings = SemanticSettings(),

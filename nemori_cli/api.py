@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from nemori_cli import deps
 from nemori_cli.config import DEFAULT_NEIGHBOURS, DEFAULT_WINDOW, Settings
-from nemori_cli.domain import MAX_ID, Answer, Episode, Fact, Hit, IncomingMessage, Note, Usage
+from nemori_cli.domain import MAX_ID, Answer, Episode, Fact, Hit, IncomingMessage, MemoryName, Note, Usage
 from nemori_cli.errors import ConfigError, InputError, NemoriError, StoreError
 from nemori_cli.importers.collect import Imported
 from nemori_cli.importers.given import read_export, read_messages, shown_name
@@ -48,7 +48,6 @@ __all__ = [
     "shown_name",
 ]
 
-MemoryName = Literal["native", "summary", "naive-rag", "amem", "nemori+amem"]
 ForgetKind = Literal["episode", "fact", "note"]
 
 # The method's flags (memory/profile.py): None leaves each to the database's record or the default.

@@ -9,10 +9,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Literal, get_args
 
 # The largest id a store can hold (SQLite's and PostgreSQL's integers are 64-bit): a larger one is a usage
 # error, refused by the CLI, the API and the MCP server before any store sees it, not a crash in the driver.
 MAX_ID = 2**63 - 1
+
+# The names a user gives, declared here once: the CLI's choices, the API's types and the lookups below them
+# read these (here, so that --help and `import nemori_cli` load no mode and no importer).
+# How memory is kept (memory/modes.py holds the mode of each name).
+MemoryName = Literal["native", "summary", "naive-rag", "amem", "nemori+amem"]
+MEMORY_MODES: tuple[str, ...] = get_args(MemoryName)
+# What an input is: "auto" tells it from the first bytes (importers/detect.py), the others name a reader (importers/formats.py).
+InputFormatName = Literal["auto", "jsonl", "locomo", "chatgpt", "claude", "whatsapp", "telegram", "openai", "longmemeval"]
+INPUT_FORMATS: tuple[str, ...] = get_args(InputFormatName)
 
 
 def to_epoch(ts: datetime) -> float:

@@ -13,6 +13,7 @@ from nemori_cli.cli.help import examples
 from nemori_cli.cli.progress import wanted
 from nemori_cli.cli.render import console, print_json, warn_changed
 from nemori_cli.config import DEFAULT_NEIGHBOURS, DEFAULT_WINDOW
+from nemori_cli.domain import InputFormatName, MemoryName
 from nemori_cli.errors import ConfigError
 
 EXAMPLES = examples(
@@ -22,26 +23,6 @@ EXAMPLES = examples(
     "nemori ingest - --format jsonl < messages.jsonl",
 )
 FLUSH_EXAMPLES = examples("nemori flush                  # the same as: nemori build")
-
-
-class InputFormat(str, Enum):  # importers/formats.NAMES; kept here so --help needs no heavy import (a test keeps them equal)
-    auto = "auto"
-    jsonl = "jsonl"
-    locomo = "locomo"
-    chatgpt = "chatgpt"
-    claude = "claude"
-    whatsapp = "whatsapp"
-    telegram = "telegram"
-    openai = "openai"
-    longmemeval = "longmemeval"
-
-
-class MemoryFlag(str, Enum):  # memory/modes.NAMES; kept here so --help needs no heavy import (a test keeps them equal)
-    native = "native"
-    summary = "summary"
-    naive_rag = "naive-rag"
-    amem = "amem"
-    nemori_amem = "nemori+amem"
 
 
 class DistillMode(str, Enum):
@@ -75,7 +56,7 @@ class PartitionBy(str, Enum):
 # Method flags: given on the first ingest, recorded in the database, inherited
 # by every later run. A later flag that disagrees is refused (never mixed).
 MemoryOpt = Annotated[
-    MemoryFlag | None,
+    MemoryName | None,
     typer.Option(
         "--memory",
         metavar="MODE",
@@ -162,7 +143,7 @@ def check_budget(max_tokens: int | None) -> None:
 def _method(memory, distill, integrate, facts, index, partition=None) -> dict:
     """The method flags as memory/profile.resolve takes them (None: not given)."""
     return {
-        "memory": memory.value if memory else None,
+        "memory": memory,
         "distill": distill.value if distill else None,
         "integrate": integrate,
         "facts": facts,
@@ -180,7 +161,7 @@ def _profile(store, settings, memory, distill, integrate, facts, index, partitio
 
 def _read(
     source: str,
-    fmt: InputFormat,
+    fmt: InputFormatName,
     sample: str | None,
     default_ts: str | None,
     sessions: str | None,
@@ -203,7 +184,7 @@ def _read(
     stream = sys.stdin.buffer if source == "-" else None
     return read_export(
         "<stdin>" if stream else source,
-        format=fmt.value,
+        format=fmt,
         stream=stream,
         selection=selection,
         default_timestamp=default_timestamp,
@@ -253,7 +234,7 @@ def ingest(
     user: opt.User = None,
     model: opt.Model = None,
     fmt: Annotated[
-        InputFormat,
+        InputFormatName,
         typer.Option(
             "--format",
             "-f",
@@ -261,7 +242,7 @@ def ingest(
             help="auto (told from the first bytes), jsonl, chatgpt or claude (conversations.json), whatsapp (.txt or .zip), "
             "telegram (result.json), openai (role/content lists), locomo or longmemeval.",
         ),
-    ] = InputFormat.auto,
+    ] = "auto",
     sample: Annotated[str | None, typer.Option(metavar="ID", help="LoCoMo sample id, e.g. conv-26.")] = None,
     sessions: Annotated[str | None, typer.Option(metavar="RANGE", help="LoCoMo sessions to read, e.g. 1-3.")] = None,
     conversation: Annotated[

@@ -32,6 +32,7 @@ from pathlib import PurePath
 
 import ijson
 
+from nemori_cli.domain import INPUT_FORMATS
 from nemori_cli.errors import InputError
 from nemori_cli.importers import whatsapp
 from nemori_cli.importers.common import quote
@@ -39,7 +40,7 @@ from nemori_cli.importers.jsonstream import parse_events
 from nemori_cli.importers.peek import BOM
 
 PEEK = 1 << 18  # a LoCoMo sample's 'conversation' key comes after ~30 KB of questions; Telegram's 'chats' after the contacts
-FORMATS = ("jsonl", "locomo", "chatgpt", "claude", "whatsapp", "telegram", "openai", "longmemeval")
+FORMATS = tuple(f for f in INPUT_FORMATS if f != "auto")  # what can be told from the first bytes (domain.py names them)
 
 # The first item's keys: decisive ones first, then those that only point at a format.
 _DECISIVE = (

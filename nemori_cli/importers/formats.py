@@ -12,6 +12,7 @@ import typing
 from collections import Counter
 from datetime import datetime
 
+from nemori_cli.domain import INPUT_FORMATS
 from nemori_cli.errors import ConfigError, InputError
 from nemori_cli.importers import chatgpt, claude, detect, jsonl, locomo, longmemeval, openai_messages, telegram, whatsapp
 from nemori_cli.importers.collect import OUT_OF_DATES, Imported
@@ -26,7 +27,7 @@ EXPORTS = {
     "telegram": telegram.read,
     "longmemeval": longmemeval.read,
 }
-NAMES = ("auto", "jsonl", "locomo", "chatgpt", "claude", "whatsapp", "telegram", "openai", "longmemeval")
+NAMES = INPUT_FORMATS  # declared in domain.py
 
 
 def read(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from nemori_cli.domain import MEMORY_MODES
 from nemori_cli.errors import ConfigError
 from nemori_cli.memory.amem_modes import Amem, NemoriAmem
 from nemori_cli.memory.mode import MemoryMode
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 
 NATIVE, SUMMARY, NAIVE_RAG, AMEM, NEMORI_AMEM = Native(), Summary(), NaiveRag(), Amem(), NemoriAmem()
 ALL: tuple[MemoryMode, ...] = (NATIVE, SUMMARY, NAIVE_RAG, AMEM, NEMORI_AMEM)
-NAMES: tuple[str, ...] = tuple(m.name for m in ALL)
+NAMES: tuple[str, ...] = MEMORY_MODES  # declared in domain.py; one mode each, in that order (a test holds them to it)
 _BY_NAME = {m.name: m for m in ALL}
 
 

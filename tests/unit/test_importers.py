@@ -18,7 +18,6 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from nemori_cli.cli.ingest import InputFormat
 from nemori_cli.errors import InputError
 from nemori_cli.importers import chatgpt, claude, detect, formats, longmemeval, openai_messages, telegram, whatsapp
 from nemori_cli.importers.peek import PeekedStream, peek
@@ -626,7 +625,15 @@ def test_a_near_miss_detected_by_auto_gets_its_readers_error():
 
 
 def test_the_cli_names_every_format_the_importers_read():
-    assert tuple(f.value for f in InputFormat) == formats.NAMES
+    import inspect
+    import typing
+
+    from nemori_cli.cli.ingest import ingest
+
+    fmt = inspect.signature(ingest).parameters["fmt"]
+    assert fmt.default == "auto"
+    assert typing.get_args(typing.get_args(typing.get_type_hints(ingest, include_extras=True)["fmt"])[0]) == formats.NAMES
+    assert set(formats.NAMES) == {"auto", *formats.EXPORTS, "jsonl", "locomo", "openai"}  # a reader for every name
 
 
 # -- peeking and streaming ---------------------------------------------------------------

@@ -101,15 +101,18 @@ def test_retrieval_switches_drop_episodes_or_facts_and_context_brings_raw_messag
 
 
 def test_the_cli_offers_exactly_the_memory_modes():
-    """--memory's choices are listed in cli/ingest.py (for an instant --help); they must be the modes'."""
-    from nemori_cli.cli.ingest import MemoryFlag
+    """--memory's choices are the names domain.py declares (for an instant --help), and each is one mode's, in order."""
+    import typing
+
+    from nemori_cli.cli.ingest import MemoryOpt
     from nemori_cli.memory import modes
 
-    assert tuple(f.value for f in MemoryFlag) == modes.NAMES
+    choices = typing.get_args(typing.get_args(typing.get_args(MemoryOpt)[0])[0])
+    assert choices == modes.NAMES == tuple(m.name for m in modes.ALL)
 
 
 def test_the_api_and_the_memory_help_name_exactly_the_memory_modes():
-    """A new mode is named in api.MemoryName and in --memory's help too (they are written out for an instant import)."""
+    """A new mode is named in api.MemoryName (domain.py's) and in --memory's help too."""
     import typing
 
     from nemori_cli.api import MemoryName

@@ -16,18 +16,19 @@ from nemori_cli import measured
 from nemori_cli.memory.profile import Profile
 from nemori_cli.rates import Rates
 
-# Ratios of the reference run (conv-26 sessions 1-5 with `small`: 92 messages,
-# 7 partition, 15 narration, 8 prediction (4 in a later run of the same slice:
-# what is evoked varies with the wording of the facts), 15 distillation, 2 consolidation,
-# 1 integration calls).
-MESSAGES_PER_EPISODE = 6.0  # 92 messages made 15 episodes
-NARRATION_PER_EPISODE = 1.0  # 15 / 15: every episode is narrated once
-DISTILLATION_PER_EPISODE = 1.0  # 15 / 15
-PREDICTION_PER_EPISODE = 0.5  # 8 / 15: only when known facts are evoked (none are for the first episodes)
-CONSOLIDATION_PER_EPISODE = 0.2  # 2 / 15, rounded up: only facts that name the people of an older one ask the model
-INTEGRATION_PER_EPISODE = 0.1  # 1 / 15, rounded up: only episodes with a similar, recent earlier one ask the model
-SUMMARY_PER_EPISODE = 1.0  # --memory summary folds each episode into the summary once
-PARTITION_PER_WINDOW = 1.0  # 7 calls for 7 windows
+# Ratios of the reference run (measured.py: conv-26 sessions 1-5 with `small`), read from its figures rather than
+# copied: how many messages made an episode, and how many calls each per-episode stage made per episode.
+_EPISODES = measured.EPISODES
+MESSAGES_PER_EPISODE = measured.MESSAGES / _EPISODES  # 92 messages made 15 episodes
+NARRATION_PER_EPISODE = measured.STAGES["narration"].calls / _EPISODES  # every episode is narrated once
+DISTILLATION_PER_EPISODE = measured.STAGES["distillation"].calls / _EPISODES
+# Only when known facts are evoked (none are for the first episodes); what is evoked varies with the wording of
+# the facts, so another run of the same slice may make more or fewer of these calls.
+PREDICTION_PER_EPISODE = measured.STAGES["prediction"].calls / _EPISODES
+CONSOLIDATION_PER_EPISODE = measured.STAGES["consolidation"].calls / _EPISODES  # only facts naming an older one's people ask
+INTEGRATION_PER_EPISODE = measured.STAGES["integration"].calls / _EPISODES  # only a similar, recent earlier episode asks
+SUMMARY_PER_EPISODE = 1.0  # --memory summary folds each episode into the summary once (by construction)
+PARTITION_PER_WINDOW = 1.0  # one call per window, by construction (the reference run: 7 calls for 7 windows)
 
 # The last group of a full window waits for the next window, so a window moves
 # the buffer on by about (window - one episode) messages: 92 messages in

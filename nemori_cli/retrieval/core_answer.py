@@ -59,9 +59,12 @@ class CoreBudget:
     focus_words: int = 0
     # Where the history is longer than the core holds: "core" keeps the core (the most recent turns)
     # and adds ``tail`` tokens of retrieval; "short" gives the window to the question instead, one
-    # ranking over facts, episodes and raw turns cut at ``short`` tokens, with no core at all.
+    # ranking over facts, episodes and raw turns cut at ``short`` tokens, with no core at all; "lean"
+    # keeps a small core (``lean`` tokens: facts, then the newest turns), cached like the full one,
+    # and gives ``short`` tokens of retrieval to the question after it, on the core road's prompt.
     beyond: str = "core"
-    short: int = 800  # estimated tokens of the short context
+    short: int = 800  # estimated tokens of the short context (and of the lean road's retrieval)
+    lean: int = 1024  # tokens of the lean road's core
     short_episodes: int = 0  # episodes (narratives with their dates) in that ranking; 0: facts and turns only
 
 
@@ -74,6 +77,11 @@ def budget_for(context_window: int, tail: int = TAIL_TOKENS, beyond: str | None 
     return CoreBudget(max(256, free), tail, beyond=beyond or BEYOND)
 
 
+def beyond_tail(core: core_memory.Core, sizes: CoreBudget) -> int:
+    """Tokens of retrieval after this core: the lean road's core is small, and the question gets ``short``."""
+    return sizes.short if sizes.beyond == "lean" and not core.holds_everything else sizes.tail
+
+
 def reads_core(core: core_memory.Core, sizes: CoreBudget) -> bool:
     """Does an answer read this core? Not on the short road beyond the window: its KV state need not be made."""
     return sizes.beyond != "short" or core.holds_everything
@@ -83,9 +91,15 @@ Prepare = Callable[[core_memory.Core], None]
 
 
 def build_core(db: Store, user: str, llm: StructuredLLM, sizes: CoreBudget, options: SearchOptions) -> core_memory.Core:
-    """The core as this answer model counts it (an endpoint without a tokenizer: the estimate)."""
+    """The core an answer reads, as this answer model counts it (an endpoint without a tokenizer: the estimate).
+
+    On the lean road, beyond the window, that is the small core of ``sizes.lean`` tokens.
+    """
     count = getattr(llm.backend, "count_tokens", None) or estimate_tokens
-    return core_memory.build(db, user, sizes.core, count=count, as_of=options.as_of, facts=sizes.facts)
+    core = core_memory.build(db, user, sizes.core, count=count, as_of=options.as_of, facts=sizes.facts)
+    if sizes.beyond == "lean" and not core.holds_everything:
+        core = core_memory.build(db, user, sizes.lean, count=count, as_of=options.as_of, facts=sizes.facts)
+    return core
 
 
 def ask(
@@ -224,7 +238,7 @@ def _retrieve(
     wide = replace(options, mode=mode, budget=0, k=options.k if not core.holds_everything else 0)
     found, _ms = search(db, user, embedder, question, wide)
     ranked = best_turns(question, [h for h in found if h.kind == "message"], core.turns)
-    tail = [] if core.holds_everything else budget.select(core_memory.outside(core, found), sizes.tail)
+    tail = [] if core.holds_everything else budget.select(core_memory.outside(core, found), beyond_tail(core, sizes))
     events = None
     if named := timecalc.two_events(question):
         alone = replace(options, mode=mode, k=0, facts=0, notes=0, messages=10, turns=0, budget=0)

@@ -226,6 +226,29 @@ def test_retrieval_adds_older_turns_and_never_repeats_the_core(db, llm, backend,
         assert f'"{h.text}"' not in tail  # a turn the core shows is not shown again
 
 
+def test_the_lean_road_reads_a_small_core_and_gives_the_rest_to_the_question(db, llm, backend, embedder):
+    old = [
+        IncomingMessage(
+            speaker="Ann", content="My hamster is called Biscuit.", timestamp=T0 - timedelta(days=30), source_id="old", session="s0"
+        )
+    ]
+    _ingest(db, llm, backend, embedder, old + _chat(40))
+    _answering(backend, "Biscuit")
+    full = core_answer.CoreBudget(600, tail=10)
+    lean = core_answer.CoreBudget(600, tail=10, beyond="lean", lean=80, short=400)
+    big = core_answer.build_core(db, "u", llm, full, PROFILES["core"])
+    small = core_answer.build_core(db, "u", llm, lean, PROFILES["core"])
+    assert not big.holds_everything and len(small.turns) < len(big.turns) and small.tokens <= 80
+    assert small.turns[-1].id == big.turns[-1].id  # the newest turns, as the full core has them
+    assert core_answer.reads_core(small, lean) and core_answer.beyond_tail(small, lean) == 400
+    core_answer.ask(db, "u", embedder, llm, "What is the hamster called?", PROFILES["core"], sizes=lean)
+    prompt = backend.prompts_for("Answer")[-1][1]["content"]
+    assert prompt.startswith(small.text) and "Biscuit" in prompt[len(small.text) :]
+    # Where the whole history fits, the lean road is the core road: the whole history, nothing retrieved.
+    roomy = core_answer.CoreBudget(40000, beyond="lean", lean=80)
+    assert core_answer.build_core(db, "u", llm, roomy, PROFILES["core"]).holds_everything
+
+
 def test_a_question_no_message_speaks_of_is_not_mentioned_without_the_model(db, llm, backend, embedder):
     _ingest(db, llm, backend, embedder, _chat())
     before = len(backend.history)

@@ -1,0 +1,76 @@
+"""Paired comparisons over a whole split: every unit's questions pooled, as the tune/confirm protocol reads them.
+
+    python scripts/pooled.py FOLDER [FOLDER ...] --pair A:B [--pair A:B ...] [--units conv-26,conv-41] [--json]
+
+A bench report pairs systems within one folder and prints each unit's rows;
+a decision is made on a split (two conversations, 90 questions), so this
+pools the answers of every named folder, keyed by (unit, question), and
+pairs A against B over the questions both answered: the mean set-F1
+difference (x100), the same paired bootstrap as the report's (bench/paired.py),
+and wins / ties / losses. Also the means of A and B over those questions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from nemori_cli.bench import paired
+
+
+def scores(folders: list[Path], units: set[str] | None) -> dict[str, dict[tuple[str, str], float]]:
+    """system -> (unit, qid) -> set F1; a later folder's record of the same key wins."""
+    out: dict[str, dict[tuple[str, str], float]] = {}
+    for folder in folders:
+        for line in (folder / "results.jsonl").read_text().splitlines():
+            r = json.loads(line)
+            if r.get("kind") != "answer" or (units and r["unit"] not in units):
+                continue
+            out.setdefault(r["system"], {})[(r["unit"], str(r["qid"]))] = float(r["set_f1"])
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folders", nargs="+", type=Path)
+    parser.add_argument("--pair", action="append", required=True, help="A:B, A paired against B")
+    parser.add_argument("--units", help="comma-separated units to pool (default: all)")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    units = set(args.units.split(",")) if args.units else None
+    table = scores(args.folders, units)
+    rows = []
+    for pair in args.pair:
+        a, b = pair.split(":")
+        if a not in table or b not in table:
+            print(f"pooled.py: no answers of {a if a not in table else b} in {', '.join(map(str, args.folders))}", file=sys.stderr)
+            return 2
+        p = paired.compare(a, b, table[a], table[b])
+        if p is None:
+            print(f"pooled.py: {a} and {b} answered no question in common", file=sys.stderr)
+            return 2
+        both = set(table[a]) & set(table[b])
+        mean_a = 100 * sum(table[a][k] for k in both) / len(both)
+        mean_b = 100 * sum(table[b][k] for k in both) / len(both)
+        rows.append({**p.as_dict(), "units": sorted({u for u, _ in both}), "mean_system": mean_a, "mean_against": mean_b})
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    print("| comparison | units | questions | means | difference | 95% interval | wins / ties / losses |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        low, high = r["ci95"]
+        print(
+            f"| `{r['system']}` − `{r['against']}` | {', '.join(r['units'])} | {r['questions']} | "
+            f"{r['mean_system']:.1f} / {r['mean_against']:.1f} | {100 * r['mean_difference']:+.1f} | "
+            f"[{100 * low:+.1f}, {100 * high:+.1f}] | {r['wins']} / {r['ties']} / {r['losses']} |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -197,7 +197,7 @@ class Memory:
     @property
     def path(self) -> Path | str:
         """The SQLite file, or the PostgreSQL store's URL without its password."""
-        return self.settings.store_name if self.settings.db_url else self.settings.db_path
+        return self.settings.store.path
 
     @property
     def memory(self) -> str | None:

@@ -9,7 +9,6 @@ winning on equal names.
 from __future__ import annotations
 
 import os
-import re
 import stat
 import tomllib
 import unicodedata
@@ -17,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nemori_cli.errors import ConfigError
+from nemori_cli.store.engines import parse_target
+from nemori_cli.store.target import StoreTarget
 
 # Defaults that the CLI's options, the Python API (and through it the MCP server) and the pipeline all read.
 DEFAULT_WINDOW = 20  # messages the model cuts into episodes at a time (the paper's observation window w)
@@ -280,7 +281,8 @@ def _lookup(value: str | None) -> int | None:
 class Settings:
     """Everything a command needs to know, resolved once."""
 
-    db_path: Path  # the SQLite file; unused when db_url names a PostgreSQL store
+    # --db / NEMORI_DB: a SQLite file or a postgresql:// URL (store/target.py); what opens it, locks it and names it.
+    store: StoreTarget
     user: str
     model: str | None  # preset name or GGUF path; None = the presets' default
     embedder: str | None
@@ -297,8 +299,6 @@ class Settings:
     # Requests in flight to an OpenAI-compatible endpoint during an ingest (pipeline/ahead.py);
     # env NEMORI_WORKERS or `ingest --workers`. A local GGUF model takes 1.
     workers: int = 1
-    # --db / NEMORI_DB as postgresql://...: the store is on that server (store/pg.py), not in db_path.
-    db_url: str | None = None
     # A built-in model whose packages are missing: "terminal" installs them when a person is at one
     # (stdin and stderr are terminals), else the error names the command; "yes" / "no" always / never.
     # Env NEMORI_INSTALL_MODELS. A script never downloads hundreds of MB it did not ask for.
@@ -307,7 +307,7 @@ class Settings:
     @property
     def store_name(self) -> str:
         """What messages call the store: the file's path, or the server's URL without its password."""
-        return shown_url(self.db_url) if self.db_url else str(self.db_path)
+        return self.store.name
 
     @classmethod
     def from_env(
@@ -321,8 +321,6 @@ class Settings:
     ) -> Settings:
         env = os.environ
         target = db or env.get("NEMORI_DB") or str(_user_dir("data") / "nemori.db")
-        db_url = target if is_store_url(target) else None
-        db_path = Path("nemori.db") if db_url else Path(target).expanduser()
         # Only a user given nowhere is "default": an empty --user or NEMORI_USER is a mistake, not a choice.
         user_name = user if user is not None else env.get("NEMORI_USER", "default")
         if not user_name.strip():
@@ -331,8 +329,7 @@ class Settings:
         threads = _threads(env.get("NEMORI_THREADS"))
         cache = env.get("NEMORI_CACHE_DIR")
         return cls(
-            db_path=db_path,
-            db_url=db_url,
+            store=parse_target(target),
             user=user_name,
             model=model or env.get("NEMORI_MODEL") or None,
             embedder=embedder or env.get("NEMORI_EMBEDDER") or None,
@@ -350,22 +347,6 @@ class Settings:
 def child_environment(overrides: dict[str, str]) -> dict[str, str]:
     """This process's environment with ``overrides``: what a nemori process started by this one (`build --background`) runs with."""
     return {**os.environ, **overrides}
-
-
-def is_store_url(target: str) -> bool:
-    """Whether --db / NEMORI_DB names a PostgreSQL store rather than a SQLite file."""
-    return bool(re.match(r"^postgres(ql)?://", str(target), re.IGNORECASE))
-
-
-def shown_url(url: str) -> str:
-    """A store URL as messages show it: without its password."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(url)
-    if not parts.password:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
 def api_key_from_env(var: str | None) -> str | None:

@@ -11,7 +11,6 @@ happens before anything is written.
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable
 from functools import cached_property
@@ -32,8 +31,6 @@ from nemori_cli.errors import ConfigError, ModelError, ModelNotInstalled
 from nemori_cli.llm.base import ChatBackend, StructuredLLM
 from nemori_cli.modelfiles import embedder_path, gguf_path
 from nemori_cli.store.contract import Store
-from nemori_cli.store.engines import open_store
-from nemori_cli.store.sqlite_files import refuse_foreign, refuse_read_only, refuse_special, refuse_unusable
 
 if TYPE_CHECKING:
     from nemori_cli.llm.llamacpp import LlamaCppBackend
@@ -71,19 +68,18 @@ def _installed(settings: Settings, find: Callable[[], T]) -> T:
 
 
 def open_db(settings: Settings, *, create: bool = True) -> Store:
-    """The store: the SQLite file, or the PostgreSQL server --db names (store/engines.py)."""
-    return open_store(settings.db_url or settings.db_path, create=create)
+    """The store: the SQLite file, or the PostgreSQL server --db names (store/target.py)."""
+    return settings.store.open(create=create)
 
 
 def cannot_write(settings: Settings) -> bool:
-    """Whether this process may not write the SQLite file or its folder (root may always; a server decides for itself)."""
-    path = settings.db_path
-    return not settings.db_url and path.is_file() and not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK))
+    """Whether this process may not write the store (a SQLite file or its folder; root may always; a server decides for itself)."""
+    return settings.store.cannot_write()
 
 
 def store_exists(settings: Settings) -> bool:
     """Whether the store is there already (a server is asked only when the store is opened; it counts as there)."""
-    return bool(settings.db_url) or settings.db_path.exists()
+    return settings.store.exists()
 
 
 def llm_preset(settings: Settings) -> LLMPreset:
@@ -204,13 +200,9 @@ def build_embedder(settings: Settings, db: Store | None = None) -> Embedder:
 
 def core_cache(settings: Settings):
     """Where the core context's KV states of this store are saved: beside the SQLite file, or in the cache for a server."""
-    import hashlib
-
     from nemori_cli.retrieval.core_cache import CoreCache
 
-    if settings.db_url:
-        return CoreCache(settings.cache_dir / "kv" / hashlib.sha256(settings.db_url.encode()).hexdigest()[:16])
-    return CoreCache(settings.db_path.with_name(settings.db_path.name + ".kv"))
+    return CoreCache(settings.store.kv_cache_dir(settings.cache_dir))
 
 
 def answer_window(settings: Settings, llm: StructuredLLM) -> int:
@@ -236,12 +228,8 @@ class Session:
 
     def __init__(self, settings: Settings, *, create: bool = False, write: bool = False):
         self.settings, self.create, self.write = settings, create, write
-        if not settings.db_url:
-            refuse_special(settings.db_path)  # every command, reads too: before an embedder or a model loads
-        if (create or write) and not settings.db_url:  # a command that writes learns now, before any model loads, that it cannot
-            refuse_unusable(settings.db_path, create=create)
-            refuse_read_only(settings.db_path)
-            refuse_foreign(settings.db_path)
+        # Every command, reads too, before an embedder or a model loads; one that writes learns now that it cannot.
+        settings.store.refuse(create=create, write=write)
 
     @property
     def user(self) -> str:
@@ -252,7 +240,7 @@ class Session:
         if self.create and not store_exists(self.settings):
             check_embedder_files(self.settings)  # a new file is not created for a run that cannot embed
         if not (self.create or self.write) and cannot_write(self.settings):
-            return open_store(self.settings.db_path, create=False, read_only=True)  # a read of a file in a read-only folder
+            return self.settings.store.open(create=False, read_only=True)  # a read of a file in a read-only folder
         return open_db(self.settings, create=self.create)
 
     @cached_property

@@ -173,7 +173,7 @@ def start_background(build_lock, settings, json_out: bool, *, quiet: bool = Fals
     # The store goes by the environment, not the command line: a PostgreSQL URL's password stays out of `ps`.
     env = child_environment(
         {
-            "NEMORI_DB": settings.db_url or str(settings.db_path.expanduser().resolve()),
+            "NEMORI_DB": settings.store.for_child(),
             "NEMORI_PARALLEL": str(settings.parallel),
             "NEMORI_WORKERS": str(settings.workers),
             "NEMORI_CACHE_DIR": str(settings.cache_dir),

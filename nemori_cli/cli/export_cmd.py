@@ -58,46 +58,28 @@ def export_cmd(
     Every row as JSON Lines (`import-memory` restores it), or a journal in
     Markdown: a file per month and an index.
     """
-    from nemori_cli import deps
+    from nemori_cli.services.read import Reading
 
     folder: Path | None = None  # markdown only
     if fmt is ExportFormat.markdown:
         if out is None:
             raise ConfigError("--format markdown writes a folder of files: give it with --out DIR")
         folder = Path(out)
-    session = deps.session(opt.settings(db_path, user))
-    try:
+    with Reading(opt.settings(db_path, user)) as reading:
         if folder is None:
-            _jsonl(session, out)
+            _jsonl(reading, out)
         else:
-            _markdown(session, folder)
-    finally:
-        session.close()
+            _markdown(reading, folder)
 
 
 # -- JSON Lines ---------------------------------------------------------------
 
 
-def _header(store) -> dict:
-    """What a reader sees first: this nemori, the embedder, and how the memory was built (the restore reads `meta`, not these)."""
-    from dataclasses import asdict
-
+def _jsonl(reading, out: str | None) -> None:
     from nemori_cli import __version__
-    from nemori_cli.memory.profile import stored
+    from nemori_cli.services import export
 
-    profile = stored(store)
-    return {
-        "nemori": __version__,
-        "embedder": store.embedder_identity(),
-        "profile": asdict(profile) if profile else None,
-        "method": profile.describe() if profile else None,
-    }
-
-
-def _jsonl(session, out: str | None) -> None:
-    from nemori_cli.store import export
-
-    records = export.stream(session.db, session.user, _header(session.db))
+    records = export.records(reading.store, reading.user, __version__)
     if out is None:
         _write_lines(records, sys.stdout.buffer)
         return
@@ -114,7 +96,7 @@ def _jsonl(session, out: str | None) -> None:
     finally:
         partial.unlink(missing_ok=True)
     shown = ", ".join(f"{n} {t.replace('_', ' ')}" for t, n in counts.items() if n and not t.endswith(("_fts", "_vec")))
-    console().print(f"exported user {session.user} to {path}: {shown or 'nothing'}", soft_wrap=True, markup=False)
+    console().print(f"exported user {reading.user} to {path}: {shown or 'nothing'}", soft_wrap=True, markup=False)
 
 
 def _write_lines(records, stream) -> dict[str, int]:
@@ -130,10 +112,11 @@ def _write_lines(records, stream) -> dict[str, int]:
 # -- Markdown -----------------------------------------------------------------
 
 
-def _markdown(session, folder: Path) -> None:
+def _markdown(reading, folder: Path) -> None:
     from nemori_cli.cli import journal
+    from nemori_cli.services import export
 
-    files = journal.render(_memory(session))
+    files = journal.render(export.contents(reading.store, reading.user))
     _refuse_foreign_folder(folder, journal.MARK)
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -146,31 +129,10 @@ def _markdown(session, folder: Path) -> None:
         raise InputError(f"cannot write the journal in {folder}: {e.strerror}") from None
     months = len(files) - 1
     console().print(
-        f"wrote the journal of user {session.user} to {folder}: index.md and {months} month{'s' if months != 1 else ''}",
+        f"wrote the journal of user {reading.user} to {folder}: index.md and {months} month{'s' if months != 1 else ''}",
         soft_wrap=True,
         markup=False,
     )
-
-
-def _memory(session):
-    """Everything the journal shows, as of one commit."""
-    from nemori_cli.cli.journal import Memory
-    from nemori_cli.memory.profile import mode_of
-    from nemori_cli.store import episodes, facts, notes, summaries
-
-    db, user = session.db, session.user
-    with db.snapshot():
-        latest = summaries.latest(db, user)
-        mode = mode_of(db)  # what "not built yet" means depends on the memory mode
-        return Memory(
-            user=user,
-            episodes=episodes.list_all(db, user, include_superseded=True),
-            facts=facts.list_all(db, user, include_superseded=True),
-            notes=notes.list_all(db, user),
-            summary=latest[1] if latest else None,
-            pending=mode.backlog(db, user).messages,
-            unbuilt=mode.unbuilt(db, user),
-        )
 
 
 def _written_by_us(path: Path, mark: str) -> bool:
@@ -200,10 +162,10 @@ def import_cmd(
 
     Every id is kept: the memory answers as it did. No model is loaded.
     """
-    from nemori_cli.store import restore
+    from nemori_cli.services import export
 
     settings = opt.settings(db_path, None)
-    done = restore.restore(Path(source), settings.db_url or settings.db_path)
+    done = export.restore(Path(source), settings)
     shown = ", ".join(f"{n} {t.replace('_', ' ')}" for t, n in done.counts.items() if not t.endswith(("_fts", "_vec")))
-    upgraded = f" (an export of schema {done.schema}, upgraded to {restore.NEWEST})" if done.schema < restore.NEWEST else ""
+    upgraded = f" (an export of schema {done.schema}, upgraded to {done.newest})" if done.schema < done.newest else ""
     console().print(f"restored user {done.user} into {settings.store_name}: {shown or 'nothing'}{upgraded}", soft_wrap=True, markup=False)

@@ -9,10 +9,8 @@ or not at all.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from nemori_cli.cli.render import episode_json, esc, fact_json, stamp, validity
-from nemori_cli.domain import Episode, Fact, PredictionRecord
+from nemori_cli.services.read import FactView
 
 # What each way of distilling means for the record, in words (memory/semantic.py's methods).
 _NO_PREDICTION = {
@@ -23,31 +21,12 @@ _NO_PREDICTION = {
 }
 
 
-@dataclass(frozen=True)
-class FactView:
-    fact: Fact
-    sources: dict[int, Episode]
-    replaced: list[Fact]
-    episode: Episode | None  # the one it was distilled from
-    prediction: PredictionRecord | None
-    recorded_since: int  # the schema version that began keeping predictions
-
-
 def load(store, user: str, fact_id: int) -> tuple[FactView, None] | None:
-    from nemori_cli.store import episodes as episode_sql
-    from nemori_cli.store import facts as fact_sql
-    from nemori_cli.store import predictions as prediction_sql
+    """The fact and why it exists (services/read.fact), as inspect_cmd._show loads an item; None when the user has no such fact."""
+    from nemori_cli.services import read
 
-    with store.snapshot():
-        f = fact_sql.get(store, user, fact_id)
-        if f is None:
-            return None
-        sources = episode_sql.by_ids(store, user, list(f.source_episode_ids))
-        made_from = f.episode_id
-        episode = episode_sql.get(store, user, made_from, with_messages=False) if made_from is not None else None
-        prediction = prediction_sql.get(store, user, made_from) if made_from is not None else None
-        view = FactView(f, sources, fact_sql.replaced(store, user, f.id), episode, prediction, prediction_sql.SCHEMA)
-    return view, None
+    view = read.fact(store, user, fact_id)
+    return None if view is None else (view, None)
 
 
 def _prediction_json(v: FactView) -> dict:

@@ -131,20 +131,15 @@ def user_cmd(
 
 
 def _scrub(db_path: str | None, json_out: bool) -> None:
-    from nemori_cli import deps
-    from nemori_cli.store import forget as forget_sql
+    from nemori_cli.services import forget
 
-    session = deps.session(opt.settings(db_path, None), write=True)
-    try:
-        done = forget_sql.make_physical(session.db, vacuum=True)
-    finally:
-        session.close()
-    if not done:
-        raise StoreError(f"another process is reading {session.settings.store_name}; scrub again once it has closed")
+    settings = opt.settings(db_path, None)
+    if not forget.scrub(settings):
+        raise StoreError(f"another process is reading {settings.store_name}; scrub again once it has closed")
     if json_out:
-        print_json({"scrubbed": session.settings.store_name})
+        print_json({"scrubbed": settings.store_name})
         return
-    _say(f"scrubbed {session.settings.store_name}")
+    _say(f"scrubbed {settings.store_name}")
 
 
 def _interactive() -> bool:
@@ -152,15 +147,10 @@ def _interactive() -> bool:
 
 
 def _confirm(db_path: str | None, user: str) -> None:
-    from nemori_cli import deps
-    from nemori_cli.store import forget as forget_sql
+    from nemori_cli.services import forget
 
-    session = deps.session(opt.settings(db_path, user))
-    settings = session.settings
-    try:
-        has = forget_sql.stored(session.db, settings.user)
-    finally:
-        session.close()
+    settings = opt.settings(db_path, user)
+    has = forget.stored(settings)
     question = f"Forget everything of user {settings.user} ({_summary(has)}) in {settings.store_name}? This cannot be undone"
     if not typer.confirm(question, default=False):
         raise NemoriError("not confirmed; nothing was forgotten")

@@ -22,11 +22,10 @@ Limit = Annotated[int | None, typer.Option(min=1, metavar="N", help="Show at mos
 
 
 def _open(db_path: str | None, user: str | None):
-    """The user's name and the existing database (never created by a read)."""
-    from nemori_cli import deps
+    """The user's memory, read (services/read.py): the existing database, never created by a read."""
+    from nemori_cli.services.read import Reading
 
-    session = deps.session(opt.settings(db_path, user))
-    return session.settings, session.db
+    return Reading(opt.settings(db_path, user))
 
 
 def _memory(db_path: str | None, user: str | None):
@@ -53,10 +52,10 @@ def _show(
     with), or None when the user has no such item; as_json(item, related) is
     the JSON object; as_text(console, item, related) prints it.
     """
-    settings, store = _open(db_path, user)
-    found = load(store, settings.user, item_id)
+    reading = _open(db_path, user)
+    found = load(reading.store, reading.user, item_id)
     if found is None:
-        raise NotFound(f"no {kind} {item_id} for user {settings.user}")
+        raise NotFound(f"no {kind} {item_id} for user {reading.user}")
     item, related = found
     if json_out:
         print_json(as_json(item, related))
@@ -103,10 +102,9 @@ def episode_cmd(
 
 def _load_episode(store, user: str, episode_id: int):
     """The episode and the parts merged into it."""
-    from nemori_cli.store import episodes as episode_sql
+    from nemori_cli.services import read
 
-    e = episode_sql.get(store, user, episode_id)
-    return None if e is None else (e, episode_sql.parts(store, user, e.id))
+    return read.episode(store, user, episode_id)
 
 
 def _episode_as_json(e, parts) -> dict:
@@ -213,13 +211,9 @@ def note_cmd(
 
 def _load_note(store, user: str, note_id: int):
     """The note, the notes it links to, its own history, and the changes its arrival made."""
-    from nemori_cli.store import notes as note_sql
+    from nemori_cli.services import read
 
-    n = note_sql.get(store, user, note_id)
-    if n is None:
-        return None
-    linked = note_sql.by_ids(store, user, list(n.links))
-    return n, (linked, note_sql.history(store, n.id), note_sql.caused_by(store, n.id))
+    return read.note(store, user, note_id)
 
 
 def _note_as_json(n, related) -> dict:
@@ -258,13 +252,13 @@ def summary_cmd(
     json_out: opt.Json = False,
 ) -> None:
     """The running summary (memory mode `summary`)."""
-    from nemori_cli.store import summaries as summary_sql
+    from nemori_cli.services import read
 
-    settings, store = _open(db_path, user)
-    rows = summary_sql.history(store, settings.user)
+    reading = _open(db_path, user)
+    rows = read.summaries(reading.store, reading.user)
     rows = rows if history else rows[-1:]
     if json_out:
-        print_json({"user": settings.user, "summaries": rows})
+        print_json({"user": reading.user, "summaries": rows})
         return
     out = console()
     if not rows:
@@ -283,12 +277,12 @@ def messages_cmd(
     json_out: opt.Json = False,
 ) -> None:
     """List stored messages, and which episode owns each."""
-    from nemori_cli.store import messages as message_sql
+    from nemori_cli.services import read
 
-    settings, store = _open(db_path, user)
-    items = message_sql.all_messages(store, settings.user, pending_only=pending, limit=limit)
+    reading = _open(db_path, user)
+    items = read.messages(reading.store, reading.user, pending_only=pending, limit=limit)
     if json_out:
-        print_json({"user": settings.user, "messages": [message_json(m) for m in items]})
+        print_json({"user": reading.user, "messages": [message_json(m) for m in items]})
         return
     out = console()
     for m in items:
@@ -300,25 +294,6 @@ def messages_cmd(
     out.print(f"[dim]{len(items)} messages[/dim]")
 
 
-def _profile_text(store) -> str | None:
-    from nemori_cli.memory.profile import stored
-
-    p = stored(store)
-    return p.describe() if p else None
-
-
-def _built(settings, store):
-    """How much is built (pipeline/built.py), with the time the rest needs and a running build."""
-    from nemori_cli import deps
-    from nemori_cli.memory.profile import resolve
-    from nemori_cli.pipeline import built, lock
-
-    holder = lock.for_settings(settings).holder()
-    return built.state(
-        store, settings.user, resolve(store, {}), eta=deps.build_eta(settings, store), worker_pid=holder.pid if holder else None
-    )
-
-
 STATS_EXAMPLES = examples("nemori stats", "nemori stats --json | jq .built")
 
 
@@ -328,26 +303,13 @@ def stats_cmd(db_path: opt.Db = None, user: opt.User = None, json_out: opt.Json 
     Counts, then per pipeline stage: model calls, tokens, seconds, repairs
     and fallbacks.
     """
-    from nemori_cli.memory.profile import mode_of
-    from nemori_cli.store import stats, telemetry
+    from nemori_cli.services import read
 
-    settings, store = _open(db_path, user)
-    u = settings.user
-    mode = mode_of(store)  # what is pending depends on how the memory is built
-    counts = stats.counts(store, u, pending=lambda d, user: mode.backlog(d, user).messages)
-    stages = telemetry.stage_stats(store, u)
-    built = _built(settings, store)
-    info = {
-        "db": settings.store_name,
-        "db_bytes": store.size_bytes(),
-        "schema_version": store.schema_version(),
-        "embedder": store.embedder_identity(),
-        "profile": _profile_text(store),
-        "user": u,
-        "counts": counts,
-        "built": built.as_json(),
-        "stages": stages,
-    }
+    reading = _open(db_path, user)
+    u = reading.user
+    found = read.stats(reading)
+    info, built = found.info, found.built
+    counts, stages = info["counts"], info["stages"]
     if json_out:
         print_json(info)
         return

@@ -12,13 +12,13 @@ memory until the build runs, so each month lists them by day, as said.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TypeVar
 
 from nemori_cli.cli.render import visible
 from nemori_cli.dates import format_date
 from nemori_cli.domain import Episode, Fact, Message, Note, to_epoch
+from nemori_cli.services.export import Contents
 
 _Said = TypeVar("_Said", Note, Message)
 
@@ -27,17 +27,7 @@ _MONTHS = ("January", "February", "March", "April", "May", "June", "July", "Augu
 _WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")  # not strftime: no locale
 
 
-@dataclass(frozen=True)
-class Memory:
-    """What the journal is written from."""
-
-    user: str
-    episodes: list[Episode]  # every episode, merged ones too (a replaced fact's successor may come from one)
-    facts: list[Fact]  # every fact, superseded ones too
-    notes: list[Note] = field(default_factory=list)
-    summary: str | None = None  # the latest running summary (--memory summary)
-    pending: int = 0  # messages the memory has not been made from yet
-    unbuilt: list[Message] = field(default_factory=list)  # those messages, oldest first (shown as said until built)
+Memory = Contents  # what the journal is written from: services/export.contents reads it
 
 
 def day(ts: datetime) -> str:

@@ -30,16 +30,13 @@ def mcp_cmd(
     The Model Context Protocol's tools: remember, recall, ask and forget.
     """
     from nemori_cli.mcp_server.server import serve
-    from nemori_cli.store.sqlite_files import refuse_foreign, refuse_unusable
 
     settings = opt.settings(db_path, user, model, embedder)  # bad settings fail here, as one line, before the server starts
     # A --db that can never work (a directory, another application's SQLite file) is refused now, not at
     # the agent's first tool call; a missing file is fine: the first `remember` creates it.
-    if not settings.db_url:
-        refuse_unusable(settings.db_path, create=True)
-        refuse_foreign(settings.db_path)
+    settings.store.refuse_unservable()
     serve(
-        settings.db_url or str(settings.db_path),
+        settings.store.spec,
         settings.user,
         any_user=any_user,
         model=model,

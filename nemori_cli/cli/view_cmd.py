@@ -52,41 +52,37 @@ class ViewData:
         self.store, self.user = store, user
 
     def summary(self) -> dict[str, Any]:
-        from nemori_cli.store import messages, stats
+        from nemori_cli.services import read
 
-        with self.store.snapshot():
-            counts = stats.counts(self.store, self.user)
-            first, last = messages.span(self.store, self.user)
-        return {"user": self.user, "store": str(self.store.path), "counts": counts, "first": first, "last": last}
+        return read.overview(self.store, self.user)
 
     def episodes(self, as_of: str | None) -> dict[str, Any]:
         from nemori_cli.cli.render import episode_json
-        from nemori_cli.store import episodes as episode_sql
+        from nemori_cli.services import read
 
-        found = episode_sql.list_all(self.store, self.user, as_of=_moment(as_of))
+        found = read.episodes(self.store, self.user, as_of=_moment(as_of))
         return {"episodes": [episode_json(e, with_messages=False) for e in found]}
 
     def episode(self, episode_id: int) -> dict[str, Any] | None:
         from nemori_cli.cli.render import episode_json
-        from nemori_cli.store import episodes as episode_sql
+        from nemori_cli.services import read
 
-        found = episode_sql.get(self.store, self.user, episode_id)
-        return None if found is None else episode_json(found)
+        found = read.episode(self.store, self.user, episode_id, with_parts=False)
+        return None if found is None else episode_json(found[0])
 
     def facts(self, as_of: str | None) -> dict[str, Any]:
         from nemori_cli.cli.render import fact_json
-        from nemori_cli.store import facts as fact_sql
+        from nemori_cli.services import read
 
-        found = fact_sql.list_all(self.store, self.user, include_superseded=True, as_of=_moment(as_of))
+        found = read.facts(self.store, self.user, as_of=_moment(as_of))
         return {"facts": [fact_json(f) for f in found]}
 
     def unbuilt(self) -> dict[str, Any]:
         """The messages not built into episodes yet, oldest first: until `nemori build` runs, they are the memory."""
         from nemori_cli.cli.render import message_json
-        from nemori_cli.memory.profile import mode_of
+        from nemori_cli.services import read
 
-        with self.store.snapshot():
-            found = mode_of(self.store).unbuilt(self.store, self.user)
+        found = read.unbuilt(self.store, self.user)
         return {"messages": [message_json(m) for m in found]}
 
     def fact(self, fact_id: int) -> dict[str, Any] | None:
@@ -196,12 +192,12 @@ def view_cmd(
     Episodes by day and their messages, the messages not built into
     episodes yet, facts and why they exist, as of any moment.
     """
-    from nemori_cli import deps
+    from nemori_cli.services.read import Reading
 
-    session = deps.session(opt.settings(db_path, user))
-    server = serve(ViewData(session.db, session.settings.user), port)
+    reading = Reading(opt.settings(db_path, user))
+    server = serve(ViewData(reading.store, reading.user), port)
     url = f"http://127.0.0.1:{server.server_address[1]}/"
-    typer.echo(f"nemori view: {url} (user {session.settings.user}; Ctrl-C stops it)")
+    typer.echo(f"nemori view: {url} (user {reading.user}; Ctrl-C stops it)")
     if not no_open:
         import webbrowser
 

@@ -56,9 +56,9 @@ class ProbeResult:
 
 def run(llm: StructuredLLM, embedder: Embedder) -> ProbeResult:
     with tempfile.TemporaryDirectory(prefix="nemori-doctor-") as tmp:
-        from nemori_cli.store.sqlite import SqliteStore
+        from nemori_cli.store.engines import parse_target
 
-        db = SqliteStore(Path(tmp) / "probe.db")
+        db = parse_target(Path(tmp) / "probe.db").open()  # a SQLite file of its own, thrown away with the folder
         try:
             return _Probe(db, llm, embedder).run()
         finally:

@@ -43,6 +43,7 @@ from pathlib import Path
 
 from nemori_cli.config import Settings
 from nemori_cli.store import pg_build_lock as server_lock
+from nemori_cli.store.target import SharedLock
 
 # holder() takes the lock shared for an instant to see whether anyone holds it; an acquire that meets
 # such a look (from `stats`, `ask`, a waiting `build --background`) tries again for this long.
@@ -67,33 +68,24 @@ def lock_dir() -> Path:
     return Path(tempfile.gettempdir()) / f"nemori-builds-{os.getuid()}"
 
 
-def _store_key(settings: Settings) -> str:
-    if settings.db_url:
-        return settings.store_name
-    path = settings.db_path.expanduser()
-    try:
-        st = path.stat()
-    except OSError:  # no file yet: nothing can be building it; its path until it exists
-        return str(path.resolve())
-    return f"sqlite-inode:{st.st_dev}:{st.st_ino}"  # the file itself: a hard link or another spelling is the same
-
-
 def path_for(settings: Settings) -> Path:
-    """The lock file of this store and user (a SQLite file by its device and inode, a PostgreSQL store by its URL)."""
-    digest = hashlib.sha256(f"{_store_key(settings)}\0{settings.user}".encode()).hexdigest()[:24]
+    """The lock file of this store and user (store/target.StoreTarget.lock_key: a SQLite file by its device and inode, a PostgreSQL store by its URL)."""
+    digest = hashlib.sha256(f"{settings.store.lock_key()}\0{settings.user}".encode()).hexdigest()[:24]
     return lock_dir() / f"{digest}.lock"
 
 
 def for_settings(settings: Settings) -> BuildLock:
-    """The build lock of this memory: the file lock, and on PostgreSQL the server's advisory lock too."""
-    return BuildLock(path_for(settings), url=settings.db_url, user=settings.user)
+    """The build lock of this memory: the file lock, and the store's own lock that other machines see (PostgreSQL's)."""
+    return BuildLock(path_for(settings), shared=settings.store.shared_lock(settings.user), user=settings.user)
 
 
 class BuildLock:
-    def __init__(self, path: Path, *, url: str | None = None, user: str | None = None):
+    def __init__(self, path: Path, *, shared: SharedLock | None = None, user: str | None = None):
+        """``shared``: the store's lock that other machines see (StoreTarget.shared_lock), taken with the file's; ``user``: whose memory."""
         self.path = path
         self._fd: int | None = None
-        self._server = ServerLock(url, user) if url and user is not None else None
+        self._server = shared
+        self._user = user
 
     def acquire(self, *, user: str) -> bool | None:
         """Take the lock without waiting for a holder and write who holds it.
@@ -153,7 +145,8 @@ class BuildLock:
             return _read(self._fd)
         here = self._file_holder()
         if here is None and self._server is not None:
-            return self._server.holder()
+            found = self._server.holder_record()
+            return None if found is None else Holder(found[0], self._user, found[1], found[2])
         return here
 
     def _file_holder(self) -> Holder | None:
@@ -198,14 +191,6 @@ def _own_folder(folder: Path) -> None:
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     if folder.stat().st_uid != os.getuid():
         raise PermissionError(errno.EPERM, f"{folder} belongs to another user")
-
-
-class ServerLock(server_lock.ServerLock):
-    """The store's per-user advisory lock (store/pg_build_lock.py), its holder told as a Holder."""
-
-    def holder(self) -> Holder | None:
-        found = self.holder_record()
-        return None if found is None else Holder(found[0], self.user, found[1], found[2])
 
 
 this_host = server_lock.this_host

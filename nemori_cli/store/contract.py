@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -26,6 +27,28 @@ from nemori_cli.store.asof import Within
 
 Params = Sequence[Any] | dict[str, Any]
 Row = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class TableShape:
+    """A table that holds users' rows, as export and restore (store/export.py, store/restore.py) read it from the engine."""
+
+    name: str
+    kind: str  # rows | text (a full-text index's own rows) | vectors
+    columns: tuple[str, ...]  # what a line of the export holds (not the row id, not a generated column)
+    references: tuple[tuple[str, str, str], ...]  # foreign keys: (column, parent table, parent column; "rowid" where it names none)
+    rowid: bool  # the hidden rowid goes with each row: nothing else names the row (FTS5, vec0, a table without an integer key)
+    order: str  # ORDER BY clause, or "" for the table's own scan order
+
+
+@dataclass(frozen=True)
+class Dangling:
+    """A reference to a row that is not there, found when the deferred foreign keys are checked."""
+
+    detail: str  # what the engine said, or which row it names
+    table: str | None = None  # the row that refers (None: the engine does not say which)
+    rowid: int | None = None
+    parent: str | None = None  # the table it refers to
 
 
 class Connection(Protocol):
@@ -142,6 +165,24 @@ class Store(Protocol):
     # -- schema and space ----------------------------------------------------------
     def table_names(self) -> list[str]: ...
 
+    def plain_tables(self) -> list[str]:
+        """The tables that hold rows themselves: not an index's virtual table (SQLite's FTS5, vec0), by name."""
+        ...
+
+    def user_tables(self) -> list[TableShape]:
+        """Every table that holds users' rows, in the order they were created; not the file-level tables
+        (``meta``, ``schema_migrations``), nor what is derived (an index's storage). Refuses (StoreError) a kind
+        of table export cannot copy."""
+        ...
+
+    def defer_foreign_keys(self) -> None:
+        """In this unit of work, references are checked at its end (or by ``dangling_reference``), not row by row."""
+        ...
+
+    def dangling_reference(self) -> Dangling | None:
+        """The first deferred reference to a row that is not there, or None."""
+        ...
+
     def columns(self, table: str) -> list[str]: ...
 
     def erase_on_delete(self) -> None: ...
@@ -157,4 +198,4 @@ def members(protocol: type) -> set[str]:
     return names - {"members"}
 
 
-__all__ = ["Connection", "Params", "Row", "Store", "members"]
+__all__ = ["Connection", "Dangling", "Params", "Row", "Store", "TableShape", "members"]

@@ -34,13 +34,14 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from nemori_cli.config import shown_url
 from nemori_cli.errors import StoreError
+from nemori_cli.store import pg_tables
 from nemori_cli.store.asof import Within
 from nemori_cli.store.base import StoreBase
-from nemori_cli.store.contract import Row
+from nemori_cli.store.contract import Dangling, Row, TableShape
 from nemori_cli.store.pg_connection import PgConnection, first_line
 from nemori_cli.store.pg_migrations import MIGRATIONS
+from nemori_cli.store.target import shown_url
 
 VECTOR_TABLES = ("episode_vec", "fact_vec", "note_vec", "message_vec")
 TEXT_TABLES = ("episode_fts", "fact_fts", "note_fts", "message_fts")
@@ -391,6 +392,19 @@ class PgStore(StoreBase):
             (table,),
         )
         return [r["name"] for r in rows]
+
+    # Export and restore's view of the schema (store/pg_tables.py).
+    def plain_tables(self) -> list[str]:
+        return self.table_names()
+
+    def user_tables(self) -> list[TableShape]:
+        return pg_tables.user_tables(self)
+
+    def defer_foreign_keys(self) -> None:
+        pg_tables.defer_foreign_keys(self)
+
+    def dangling_reference(self) -> Dangling | None:
+        return pg_tables.dangling_reference(self)
 
     def erase_on_delete(self) -> None:
         """Nothing to switch on: PostgreSQL frees a deleted row's space at VACUUM (docs/RELIABILITY.md says to run it)."""

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from nemori_cli.config import shown_url
 from nemori_cli.errors import StoreError
+from nemori_cli.store.target import shown_url
 
 if TYPE_CHECKING:
     import psycopg

@@ -35,14 +35,16 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from nemori_cli.config import is_store_url
 from nemori_cli.errors import ImportRefused, InputError, StoreError
 from nemori_cli.store import export
 from nemori_cli.store.contract import Store
+from nemori_cli.store.engines import parse_target
 from nemori_cli.store.migrations import MIGRATIONS
 from nemori_cli.store.readonly import ReadOnlySqliteStore
 from nemori_cli.store.sqlite import SqliteStore
 from nemori_cli.store.sqlite_files import refuse_read_only, refuse_unusable
+from nemori_cli.store.sqlite_target import SqliteTarget
+from nemori_cli.store.target import StoreTarget
 
 NEWEST = max(m[0] for m in MIGRATIONS)
 
@@ -61,11 +63,16 @@ class Restored:
     schema: int  # the export's schema; the file is at NEWEST now
 
 
-def restore(source: Path, target: Path | str) -> Restored:
-    """Restore the export at ``source`` into ``target`` (absent, empty, or a nemori file without memory; or a PostgreSQL store's URL)."""
-    if is_store_url(str(target)):
-        return _restore_to_server(source, str(target))
-    target = Path(target)
+def restore(source: Path, where: StoreTarget | Path | str) -> Restored:
+    """Restore the export at ``source`` into ``where`` (absent, empty, or a nemori file without memory; or a server's store).
+
+    A SQLite file is built beside it and put in its place; any other store
+    gets the same file's rows copied in, in one transaction.
+    """
+    found = where if isinstance(where, StoreTarget) else parse_target(where)
+    if not isinstance(found, SqliteTarget):
+        return _restore_to_server(source, found)
+    target = found.file
     existing = _existing(target)
     reader = _Reader(source)
     header = reader.header()
@@ -93,13 +100,11 @@ def restore(source: Path, target: Path | str) -> Restored:
     return Restored(header.user, counts, header.schema)
 
 
-def _restore_to_server(source: Path, url: str) -> Restored:
-    """Into a PostgreSQL store: the same scratch file, built and checked the same way, then copied in one transaction."""
+def _restore_to_server(source: Path, target: StoreTarget) -> Restored:
+    """Into a store on a server (PostgreSQL): the same scratch file, built and checked the same way, then copied in one transaction."""
     import tempfile
 
-    from nemori_cli.store.engines import open_store
-
-    store = open_store(url)  # a dead server or another application's tables fail here, before the export is read
+    store = target.open()  # a dead server or another application's tables fail here, before the export is read
     try:
         _refuse_occupied(store, store.path)
     finally:
@@ -111,7 +116,7 @@ def _restore_to_server(source: Path, url: str) -> Restored:
         counts = _build(scratch, header, reader)
         if header.schema < NEWEST:
             SqliteStore(scratch).close()
-        _copy_into(scratch, url, header)
+        _copy_into(scratch, target, header)
     return Restored(header.user, counts, header.schema)
 
 
@@ -139,12 +144,8 @@ def _existing(target: Path) -> bool:
 
 def _refuse_occupied(db: Store, target: Path | str) -> None:
     """Anyone's rows refuse the target: the export's ids would collide with theirs."""
-    if db.engine == "sqlite":
-        names = {r["name"] for r in db.query("SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE 'CREATE VIRTUAL%'")}
-    else:
-        names = set(db.table_names())
     owners: set[str] = set()
-    for name in sorted(names):
+    for name in sorted(db.plain_tables()):
         if "user_id" in db.columns(name):
             owners.update(r["u"] for r in db.query(f'SELECT DISTINCT user_id AS u FROM "{name}"'))
     if owners:
@@ -316,17 +317,13 @@ class _Inserter:
 
     def dangling(self) -> tuple[int | None, str] | None:
         """The first row whose foreign key points at nothing: (its line, what it misses)."""
-        if self.db.engine == "postgresql":
-            try:
-                self.db.conn.execute("SET CONSTRAINTS ALL IMMEDIATE")  # every deferred reference checked now
-            except self.db.errors as e:
-                return None, f"a restored row refers to a row that is not in the export ({str(e).splitlines()[0]})"
+        found = self.db.dangling_reference()
+        if found is None:
             return None
-        for r in self.db.query("PRAGMA foreign_key_check"):
-            return self.lines.get(
-                (r["table"], r["rowid"])
-            ), f"this {r['table']} row refers to a row of {r['parent']} that is not in the export"
-        return None
+        if found.table is None:  # the engine names no row (PostgreSQL: the first refused reference)
+            return None, f"a restored row refers to a row that is not in the export ({found.detail})"
+        line = self.lines.get((found.table, found.rowid)) if found.rowid is not None else None
+        return line, f"this {found.table} row refers to a row of {found.parent} that is not in the export"
 
 
 def _prepare(db: Store, header: Header, target: Path | str) -> None:
@@ -340,7 +337,7 @@ def _prepare(db: Store, header: Header, target: Path | str) -> None:
         if key != "embedder":
             db.set_meta(key, value)
     # A fact points at the later fact that replaced it: the references are checked at the end, not row by row.
-    db.conn.execute("PRAGMA defer_foreign_keys = ON" if db.engine == "sqlite" else "SET CONSTRAINTS ALL DEFERRED")
+    db.defer_foreign_keys()
 
 
 def _build(scratch: Path, header: Header, reader: _Reader) -> dict[str, int]:
@@ -378,11 +375,9 @@ def _check_counts(reader: _Reader, counts: dict[str, int]) -> None:
             )
 
 
-def _copy_into(scratch: Path, target: Path | str, header: Header) -> None:
+def _copy_into(scratch: Path, where: StoreTarget | Path, header: Header) -> None:
     """The restored rows into an existing empty database, in one transaction (checked empty again under the write lock)."""
-    from nemori_cli.store.engines import open_store
-
-    src, dst = SqliteStore(scratch), open_store(target)
+    src, dst = SqliteStore(scratch), (where if isinstance(where, StoreTarget) else parse_target(where)).open()
     target = dst.path
     try:
         with dst.transaction():

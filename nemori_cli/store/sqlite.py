@@ -31,9 +31,10 @@ import sqlite_vec
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_random_exponential
 
 from nemori_cli.errors import StoreError
+from nemori_cli.store import sqlite_tables
 from nemori_cli.store.asof import Within
 from nemori_cli.store.base import StoreBase
-from nemori_cli.store.contract import Row
+from nemori_cli.store.contract import Dangling, Row, TableShape
 from nemori_cli.store.migrations import MIGRATIONS
 from nemori_cli.store.sqlite_files import foreign_error, refuse_unusable
 from nemori_cli.store.sqlite_vectors import QuantisedSearch
@@ -473,6 +474,19 @@ class SqliteStore(StoreBase):
 
     def columns(self, table: str) -> list[str]:
         return [r["name"] for r in self.query("SELECT name FROM pragma_table_info(?)", (table,))]
+
+    # Export and restore's view of the schema (store/sqlite_tables.py).
+    def plain_tables(self) -> list[str]:
+        return sqlite_tables.plain_tables(self)
+
+    def user_tables(self) -> list[TableShape]:
+        return sqlite_tables.user_tables(self)
+
+    def defer_foreign_keys(self) -> None:
+        sqlite_tables.defer_foreign_keys(self)
+
+    def dangling_reference(self) -> Dangling | None:
+        return sqlite_tables.dangling_reference(self)
 
     def erase_on_delete(self) -> None:
         """Deleted rows' bytes are overwritten in the file, not left in free pages."""

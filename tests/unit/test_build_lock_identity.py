@@ -16,6 +16,7 @@ import pytest
 
 from nemori_cli.config import Settings
 from nemori_cli.pipeline import lock
+from nemori_cli.store.engines import parse_target
 
 
 def _settings(monkeypatch, db, cache, user: str = "alice") -> Settings:
@@ -66,7 +67,7 @@ def pg_url():
 
 def _machine(tmp_path, name: str, url: str, user: str = "alice") -> lock.BuildLock:
     """A build lock as another machine has it: its own lock files (its own disk), the same server."""
-    return lock.BuildLock(tmp_path / name / "build.lock", url=url, user=user)
+    return lock.BuildLock(tmp_path / name / "build.lock", shared=parse_target(url).shared_lock(user), user=user)
 
 
 def test_on_postgresql_two_machines_building_one_user_see_each_other(tmp_path, pg_url):
@@ -89,8 +90,8 @@ def test_on_postgresql_two_machines_building_one_user_see_each_other(tmp_path, p
 
 def test_on_postgresql_a_killed_holder_frees_the_lock_for_every_machine(tmp_path, pg_url):
     code = (
-        "import sys, time\nfrom pathlib import Path\nfrom nemori_cli.pipeline.lock import BuildLock\n"
-        f"held = BuildLock(Path({str(tmp_path / 'one' / 'build.lock')!r}), url={pg_url!r}, user='alice')\n"
+        "import sys, time\nfrom pathlib import Path\nfrom nemori_cli.pipeline.lock import BuildLock\nfrom nemori_cli.store.engines import parse_target\n"
+        f"held = BuildLock(Path({str(tmp_path / 'one' / 'build.lock')!r}), shared=parse_target({pg_url!r}).shared_lock('alice'), user='alice')\n"
         "assert held.acquire(user='alice')\nprint('held', flush=True)\ntime.sleep(60)\n"
     )
     holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)

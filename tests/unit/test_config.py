@@ -12,6 +12,7 @@ import pytest
 from nemori_cli import config, deps
 from nemori_cli.config import LLMPreset, Settings
 from nemori_cli.errors import ConfigError
+from nemori_cli.store.engines import parse_target
 
 
 @pytest.mark.parametrize(("value", "enabled"), [(None, True), ("1", True), ("", True), ("0", False)])
@@ -70,7 +71,9 @@ def test_deps_hands_the_llama_backend_its_settings(monkeypatch, tmp_path):
     monkeypatch.setattr(llamacpp, "LlamaCppBackend", Recorder)
     monkeypatch.setattr(deps, "gguf_path", lambda preset, cache: Path("/models/x.gguf"))
     monkeypatch.setattr(deps, "_backends", {})
-    settings = Settings(db_path=tmp_path / "m.db", user="u", model=None, embedder=None, threads=3, prefix_cache=False, parallel=4, lookup=5)
+    settings = Settings(
+        store=parse_target(tmp_path / "m.db"), user="u", model=None, embedder=None, threads=3, prefix_cache=False, parallel=4, lookup=5
+    )
     deps.build_backend(LLMPreset(name="x", kind="gguf", path="/models/x.gguf", n_ctx=2048), settings)
     assert made == [
         {"path": Path("/models/x.gguf"), "name": "x", "n_ctx": 2048, "n_threads": 3, "prefix_cache": False, "parallel": 4, "lookup": 5}

@@ -15,6 +15,7 @@ from nemori_cli import deps, model_install
 from nemori_cli.config import LLMPreset, Settings
 from nemori_cli.errors import ConfigError, ModelError, ModelNotInstalled
 from nemori_cli.modelfiles import gguf_path
+from nemori_cli.store.engines import parse_target
 
 
 def _preset(**kw) -> LLMPreset:
@@ -39,7 +40,12 @@ def site(tmp_path, monkeypatch) -> Path:
 
 def _settings(tmp_path, install: str) -> Settings:
     return Settings(
-        db_path=tmp_path / "m.db", user="default", model=None, embedder=None, cache_dir=tmp_path / "cache", install_models=install
+        store=parse_target(tmp_path / "m.db"),
+        user="default",
+        model=None,
+        embedder=None,
+        cache_dir=tmp_path / "cache",
+        install_models=install,
     )
 
 

@@ -32,7 +32,7 @@ from nemori_cli.errors import ConfigError, InputError, NemoriError, StoreError
 from nemori_cli.importers.collect import Imported
 from nemori_cli.importers.given import read_export, read_messages, shown_name
 from nemori_cli.pipeline.built import BuildState
-from nemori_cli.pipeline.runner import IngestReport, Progress
+from nemori_cli.pipeline.ingest_report import IngestReport, Progress
 from nemori_cli.retrieval.search import DEFAULT_PROFILE, PROFILES, SearchOptions
 
 # The readers are the importers' (importers/given.py); the API offers them by these names too.
@@ -340,7 +340,7 @@ class Memory:
         """`ingest(build=False)`: stored and indexed, searchable now; the memory is built later."""
         import time
 
-        from nemori_cli.pipeline.runner import store_messages
+        from nemori_cli.pipeline.intake import store_messages
 
         started = time.perf_counter()
         profile = self._profile(session)

@@ -23,7 +23,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from nemori_cli.errors import NemoriError
 from nemori_cli.llm.inflight import RequestSlots
-from nemori_cli.pipeline.runner import IngestReport, Pipeline
+from nemori_cli.pipeline.ingest_report import IngestReport
+from nemori_cli.pipeline.runner import Pipeline
 
 
 def run_together(pipelines: dict[str, Pipeline], *, workers: int, flush: bool) -> dict[str, IngestReport]:

@@ -29,8 +29,9 @@ def start_background(build_lock, settings, json_out: bool, *, quiet: bool = Fals
     Returns the worker's pid and log (None when nothing was pending).
     """
     from nemori_cli import deps
-    from nemori_cli.api import BuildRunning, Memory
+    from nemori_cli.api import Memory
     from nemori_cli.config import child_environment
+    from nemori_cli.services.ingest import BuildRunning
 
     holder = build_lock.holder()
     if holder is not None:

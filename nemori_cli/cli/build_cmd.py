@@ -69,9 +69,9 @@ def build_cmd(
     Oldest first, and resumable; --background runs it behind you and
     `nemori stats` shows how far it got.
     """
-    from nemori_cli.api import check_workers
     from nemori_cli.errors import ConfigError
     from nemori_cli.pipeline import lock
+    from nemori_cli.services.ingest import check_workers
 
     check_budget(max_tokens)
     if background and stop:
@@ -91,7 +91,8 @@ def build_cmd(
 
 def foreground(settings, json_out: bool, *, max_tokens, neighbours: int, window: int, show_progress: bool) -> None:
     """Build now, in this process; the lock is taken by Memory.build (a running build is refused before the model loads)."""
-    from nemori_cli.api import BuildRunning, Memory
+    from nemori_cli.api import Memory
+    from nemori_cli.services.ingest import BuildRunning
 
     stop = threading.Event()
     # SIGTERM (`build --stop`) ends the run between two units of work, never inside one.
@@ -136,7 +137,7 @@ def flush_cmd(
     Every pending message into episodes and facts now, with the memory's
     recorded method.
     """
-    from nemori_cli.api import check_workers
+    from nemori_cli.services.ingest import check_workers
 
     check_budget(max_tokens)
     settings = opt.settings(db_path, user, model, embedder)

@@ -17,6 +17,7 @@ from nemori_cli.cli.render import console, print_json, warn_changed
 from nemori_cli.config import DEFAULT_NEIGHBOURS, DEFAULT_WINDOW
 from nemori_cli.domain import InputFormatName, MemoryName
 from nemori_cli.errors import ConfigError
+from nemori_cli.services.ingest import AUTO_BUILD_NOW_S  # for --help: services/ingest.py decides --build auto by it
 
 EXAMPLES = examples(
     "nemori ingest chat.jsonl",
@@ -41,12 +42,6 @@ class BuildWhen(str, Enum):
     now = "now"
     later = "later"
     background = "background"
-
-
-# `--build auto` builds in the same run when the estimated model time (the dry run's, at this database's
-# rates when it has any) is at most this; more, and the messages are only stored and indexed, searchable
-# at once, and `nemori build` makes their memory. Why this figure: docs/PERFORMANCE.md, section 11.
-AUTO_BUILD_NOW_S = 120.0
 
 
 class PartitionBy(str, Enum):
@@ -255,7 +250,8 @@ def ingest(
     later (--build later): the messages are searchable at once, and
     `nemori build` makes their episodes and facts.
     """
-    from nemori_cli.api import Memory, check_workers, shown_name
+    from nemori_cli.api import Memory, shown_name
+    from nemori_cli.services.ingest import check_workers, when_to_build
 
     check_budget(max_tokens)
     settings = opt.settings(db_path, user, model, embedder)
@@ -267,11 +263,12 @@ def ingest(
     source = shown_name(source)  # as reports print it
     _say_left_out(imported, json_out)
     read_as = {"format": imported.format, "conversations": imported.conversations, "left_out": imported.left_out}
+
+    def profile_of(store):
+        return _profile(store, settings, memory, distill, integrate, facts, index, partition)
+
     if dry_run:
         from nemori_cli.cli import dry_run as dry
-
-        def profile_of(store):
-            return _profile(store, settings, memory, distill, integrate, facts, index, partition)
 
         plan = dry.plan(settings, incoming, namespace, window=window, profile_of=profile_of, max_tokens=max_tokens)
         plan.update(read_as)
@@ -283,15 +280,14 @@ def ingest(
         raise ConfigError(
             f"--no-flush keeps the tail pending while episodes are made now; with --build {build.value} nothing is made now: drop one of them"
         )
-    when = BuildWhen.now if not flush else build  # --no-flush asks for episodes now, all but the tail
-    when = _when(
-        when,
-        settings,
-        incoming,
-        namespace,
-        window,
-        lambda store: _profile(store, settings, memory, distill, integrate, facts, index, partition),
-    )
+
+    def build_seconds() -> float:  # the dry run's estimate of the model time, for --build auto
+        from nemori_cli.cli import dry_run as dry
+
+        return dry.build_seconds(settings, incoming, namespace, window=window, profile_of=profile_of)
+
+    # --no-flush asks for episodes now, all but the tail; auto is now when the estimate is small (services/ingest.py)
+    when = BuildWhen(when_to_build(build.value, flush=flush, build_seconds=build_seconds))
     if when != BuildWhen.now:
         _store_only(settings, imported, method, window, neighbours, when, source, json_out, read_as, max_tokens)
         return
@@ -307,20 +303,6 @@ def ingest(
         result = run_with_progress(run, target, show_progress=wanted(progress))
         core = prepare_core(target, result.report)
     print_report(result.report, source, json_out, max_tokens, read_as, core)
-
-
-def _when(build: BuildWhen, settings, incoming, namespace: str, window: int, profile_of) -> BuildWhen:
-    """--build auto made definite: now when the estimated model time is small (AUTO_BUILD_NOW_S), else later."""
-    if build != BuildWhen.auto:
-        return build
-    from nemori_cli.cli import dry_run as dry
-    from nemori_cli.errors import NemoriError
-
-    try:
-        seconds = dry.build_seconds(settings, incoming, namespace, window=window, profile_of=profile_of)
-    except NemoriError:
-        return BuildWhen.now  # no estimate (an unusable --db, a refused flag): the ingest itself says what is wrong, in its own words
-    return BuildWhen.now if seconds <= AUTO_BUILD_NOW_S else BuildWhen.later
 
 
 def _store_only(

@@ -1,6 +1,6 @@
 """Several users' memories built at once, into one store: threads, a shared request budget, one failure stops all.
 
-`api.ingest_users` prepares one Pipeline per user (each with a connection of
+`api.ingest_users` (services/ingest.ingest_users) prepares one Pipeline per user (each with a connection of
 its own, its messages stored); this module runs them. Each user runs on a
 thread of its own and writes its episodes in order; their model calls share
 ``workers`` requests in flight (llm/inflight.RequestSlots). With one worker the users

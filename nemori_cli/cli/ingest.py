@@ -251,7 +251,7 @@ def ingest(
     `nemori build` makes their episodes and facts.
     """
     from nemori_cli.api import Memory, shown_name
-    from nemori_cli.services.ingest import check_workers, when_to_build
+    from nemori_cli.services.ingest import BuildSpec, check_workers, when_to_build
 
     check_budget(max_tokens)
     settings = opt.settings(db_path, user, model, embedder)
@@ -263,12 +263,11 @@ def ingest(
     source = shown_name(source)  # as reports print it
     _say_left_out(imported, json_out)
     read_as = {"format": imported.format, "conversations": imported.conversations, "left_out": imported.left_out}
-
-    def profile_of(store):
-        return _profile(store, settings, memory, distill, integrate, facts, index, partition)
-
     if dry_run:
         from nemori_cli.cli import dry_run as dry
+
+        def profile_of(store):
+            return _profile(store, settings, memory, distill, integrate, facts, index, partition)
 
         plan = dry.plan(settings, incoming, namespace, window=window, profile_of=profile_of, max_tokens=max_tokens)
         plan.update(read_as)
@@ -280,14 +279,9 @@ def ingest(
         raise ConfigError(
             f"--no-flush keeps the tail pending while episodes are made now; with --build {build.value} nothing is made now: drop one of them"
         )
-
-    def build_seconds() -> float:  # the dry run's estimate of the model time, for --build auto
-        from nemori_cli.cli import dry_run as dry
-
-        return dry.build_seconds(settings, incoming, namespace, window=window, profile_of=profile_of)
-
     # --no-flush asks for episodes now, all but the tail; auto is now when the estimate is small (services/ingest.py)
-    when = BuildWhen(when_to_build(build.value, flush=flush, build_seconds=build_seconds))
+    spec = BuildSpec(settings, method, window, neighbours)
+    when = BuildWhen(when_to_build(build.value, flush=flush, spec=spec, incoming=incoming, namespace=namespace))
     if when != BuildWhen.now:
         _store_only(settings, imported, method, window, neighbours, when, source, json_out, read_as, max_tokens)
         return

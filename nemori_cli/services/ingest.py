@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from nemori_cli.pipeline.built import BuildState
     from nemori_cli.pipeline.lock import BuildLock
     from nemori_cli.pipeline.runner import Pipeline
+    from nemori_cli.store.contract import Store
 
 # `--build auto` builds in the same run when the estimated model time (the dry run's, at this database's
 # rates when it has any) is at most this; more, and the messages are only stored and indexed, searchable
@@ -175,19 +176,27 @@ def check_budget(max_tokens: int | None) -> None:
         raise ConfigError(f"max tokens must be a positive number of tokens, not {max_tokens}")
 
 
-def when_to_build(build: str, *, flush: bool, build_seconds: Callable[[], float]) -> str:
-    """When an ingest builds: "now", "later" or "background"; "auto" made definite by ``build_seconds()``, the estimated model time.
+def when_to_build(build: str, *, flush: bool, spec: BuildSpec, incoming: list[IncomingMessage], namespace: str) -> str:
+    """When an ingest of these messages builds: "now", "later" or "background"; "auto" made definite by the dry run's estimate.
 
     Without ``flush`` the episodes are made now (all but the tail). Auto is now
-    when the estimate is at most AUTO_BUILD_NOW_S, else later; with no estimate
-    (an unusable store, a refused flag: a NemoriError), now, and the ingest
-    itself says what is wrong, in its own words.
+    when the estimated model time (services/dry_run.build_seconds, at this
+    store's rates when it has any) is at most AUTO_BUILD_NOW_S, else later;
+    with no estimate (an unusable store, a refused flag: a NemoriError), now,
+    and the ingest itself says what is wrong, in its own words.
     """
     when = "now" if not flush else build
     if when != "auto":
         return when
+    from nemori_cli import deps
+    from nemori_cli.memory.profile import resolve
+    from nemori_cli.services.dry_run import build_seconds
+
+    def profile_of(store: Store) -> Profile:
+        return resolve(store, dict(spec.method), new=deps.new_memory_defaults(spec.settings))
+
     try:
-        seconds = build_seconds()
+        seconds = build_seconds(spec.settings, incoming, namespace, window=spec.window, profile_of=profile_of)
     except NemoriError:
         return "now"
     return "now" if seconds <= AUTO_BUILD_NOW_S else "later"

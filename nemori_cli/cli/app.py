@@ -57,7 +57,7 @@ def root(version: bool = typer.Option(False, "--version", callback=_version, is_
 app.command("ingest", epilog=ingest.EXAMPLES)(ingest.ingest)
 app.command("build", epilog=build_cmd.EXAMPLES)(build_cmd.build_cmd)
 # `flush` is build's older name: it still works, but one step has one name in the list and in every message.
-app.command("flush", epilog=ingest.FLUSH_EXAMPLES, hidden=True)(ingest.flush_cmd)
+app.command("flush", epilog=build_cmd.FLUSH_EXAMPLES, hidden=True)(build_cmd.flush_cmd)
 app.command("search", epilog=query.SEARCH_EXAMPLES)(query.search_cmd)
 app.command("ask", epilog=query.ASK_EXAMPLES)(query.ask_cmd)
 app.add_typer(inspect_cmd.inspect_app, name="inspect")

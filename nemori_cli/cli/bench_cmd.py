@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import platform
-import subprocess
 import sys
-from dataclasses import replace
-from importlib import metadata
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -86,133 +81,6 @@ SPLITS = ("tune", "confirm")
 
 LOCOMO_SCORES = ("set_f1", "official_f1", "bleu1", "evidence_recall")
 LONGMEMEVAL_SCORES = ("match", "set_f1", "evidence_recall")
-# What a folder's earlier run must share with this one to be resumed (systems, samples and caps may differ).
-# The judge is not part of it: its labels are records of their own (`nemori bench judge`).
-IDENTITY = ("benchmark", "data", "model", "embedder", "scope_key", "store_engine")
-VERSIONED = ("llama_cpp_python", "sentence-transformers", "torch", "sqlite-vec", "apsw", "pydantic", "nltk")
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def _commit() -> str | None:
-    try:
-        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=5)
-        return done.stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
-
-
-def _versions() -> dict:
-    from nemori_cli import __version__
-
-    out: dict[str, str | None] = {
-        "nemori": __version__,
-        "python": platform.python_version(),
-        "machine": f"{platform.machine()}, {platform.system()}, {os.cpu_count()} CPUs, {_cpu_name()}",
-    }
-    for name in VERSIONED:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = None
-    return out
-
-
-def _model_info(preset) -> dict:
-    return {
-        "name": preset.name,
-        "kind": preset.kind,
-        "sha256": preset.sha256,
-        "path": preset.path,
-        "n_ctx": preset.n_ctx,
-        "base_url": preset.base_url,
-        "model": preset.model,
-    }
-
-
-def _setup(
-    settings,
-    judge_model: str | None,
-    file: Path,
-    benchmark: str,
-    systems_arg: str,
-    scope: str,
-    scope_key: dict,
-    out: Path,
-    answer_model: str | None = None,
-    stores=None,
-):
-    """The shared models, the chosen systems and the run's configuration.
-
-    Everything that can be refused (a missing file, an unknown system or
-    preset, a folder holding another configuration) is refused before any
-    model is loaded or anything is written.
-    """
-    from nemori_cli import deps
-    from nemori_cli.bench import catalog
-    from nemori_cli.bench.results import check_resumable
-    from nemori_cli.bench.systems import AnsweredBy, Shared
-    from nemori_cli.config import load_presets, resolve_embedder
-
-    if not file.is_file():
-        raise InputError(f"{file}: no such file")
-    llm_preset = deps.llm_preset(settings)
-    # Each Nemori system builds its memory as `nemori ingest` would with this model (its partition method).
-    chosen = [s.for_model(llm_preset.partition) if hasattr(s, "for_model") else s for s in catalog.resolve(systems_arg)]
-    answer_settings = replace(settings, answer_model=answer_model or settings.answer_model)
-    answer_preset = deps.answer_preset(answer_settings)
-    separate = answer_preset.name != llm_preset.name
-    if separate:  # each system answered by the other model is a row of its own, beside the same memory
-        chosen = [AnsweredBy(s, answer_preset.name) for s in chosen]
-    judge_settings = replace(settings, model=judge_model) if judge_model else None
-    judge_preset = deps.llm_preset(judge_settings) if judge_settings else None
-    emb_preset = resolve_embedder(load_presets(), settings.embedder)
-    config = {
-        "benchmark": benchmark,
-        "data": {"file": file.name, "sha256": _sha256(file)},
-        "model": _model_info(llm_preset),
-        "judge": _model_info(judge_preset) if judge_preset else None,
-        "answer_model": _model_info(answer_preset) if separate else None,
-        "embedder": {
-            "name": emb_preset.name,
-            "model_name": emb_preset.model_name,
-            "dimensions": emb_preset.dimensions,
-            "tau": emb_preset.evoke_threshold,
-        },
-        "scope": scope,
-        "scope_key": scope_key,
-        # Where the memories are kept: answers do not depend on it, but a folder's builds live in one place.
-        "store_engine": stores.engine if stores else "sqlite",
-        "store": stores.describe() if stores else None,
-        "systems": [s.name for s in chosen],
-        "system_descriptions": {n: s.description for n, s in catalog.available().items()},
-        "versions": _versions(),
-        "commit": _commit(),
-    }
-    check_resumable(out, config, IDENTITY)
-    llm = deps.build_llm(settings)
-    answer_llm = deps.build_answer_llm(answer_settings, llm)
-    judge_llm = deps.build_llm(judge_settings) if judge_settings else None
-    embedder = deps.build_embedder(settings)
-    backend = answer_llm.backend  # contexts are counted and fitted for the model that reads them
-    count = getattr(backend, "count_tokens", None) or (lambda text: len(text) // 4 + 1)
-    window = getattr(backend, "n_ctx", None) or answer_preset.n_ctx
-    shared = Shared(llm, embedder, deps.semantic_settings(settings), count, window, answer_llm)
-    config["context_window"] = shared.context_window
-    config["token_count"] = "model tokenizer" if getattr(backend, "count_tokens", None) else "characters / 4"
-    return shared, judge_llm, chosen, config
 
 
 def _benchmark(name: str):
@@ -227,7 +95,7 @@ def _benchmark(name: str):
 
 
 def _report(log, json_out: bool, against: str | None = None) -> None:
-    from nemori_cli.bench import baselines, charts
+    from nemori_cli.bench import baselines, charts, report_markdown
     from nemori_cli.bench import report as reporting
 
     benchmark = log.config["benchmark"]
@@ -244,7 +112,7 @@ def _report(log, json_out: bool, against: str | None = None) -> None:
         baselines=tuple(s.name for s in baselines.OFFERED.systems),
     )
     report["dropped_lines"] = log.dropped_lines
-    text = reporting.markdown(report, groups=groups, score_keys=score_keys, title=title)
+    text = report_markdown.markdown(report, groups=groups, score_keys=score_keys, title=title)
     text += charts.markdown(charts.write(log.out, report, groups=groups, score_key=score_keys[0]))
     reporting.write(log.out, report, text)
     if json_out:
@@ -259,46 +127,49 @@ def _interrupted(out: Path):
     return typer.Exit(130)
 
 
-def _run(
-    benchmark: str,
-    module,
-    settings,
-    file: Path,
-    units,
-    scope: str,
-    scope_key: dict,
-    systems: str,
-    judge_model: str | None,
-    out: Path | None,
-    db: str | None,
-    answer_model: str | None,
-    progress: bool | None,
-    json_out: bool,
-    against: str | None = None,
-    split: str | None = None,
-) -> None:
+@dataclass(frozen=True)
+class RunChoices:
+    """What `bench locomo` and `bench longmemeval` take alike besides their questions: the systems, the folder, the models."""
+
+    systems: str
+    split: str | None
+    against: str | None
+    judge_model: str | None
+    out: Path | None
+    db: str | None
+    answer_model: str | None
+    progress: bool | None
+    json_out: bool
+
+
+def _run(benchmark: str, module, settings, file: Path, units, scope: str, scope_key: dict, choices: RunChoices) -> None:
     """What `bench locomo` and `bench longmemeval` do once their questions are chosen: ``module`` (bench/locomo.py or
     bench/longmemeval.py) judges and scores; the models, systems and folder are checked, then the run, then its report."""
+    from nemori_cli import __version__
+    from nemori_cli.bench import run_config
     from nemori_cli.bench.results import ResultLog
     from nemori_cli.bench.run import BenchRunner
     from nemori_cli.cli.progress import BenchBar, wanted
 
-    out = out or _default_out(benchmark, settings)
-    stores = _stores(db, out)
-    scope_key = {**scope_key, "split": split}  # a tuning run and a confirmation run never share a folder
-    _check_against(against, systems)
-    shared, judge_llm, chosen, config = _setup(settings, judge_model, file, benchmark, systems, scope, scope_key, out, answer_model, stores)
-    config["split"], config["against"] = split, against
+    c = choices
+    out = c.out or _default_out(benchmark, settings)
+    stores = _stores(c.db, out)
+    scope_key = {**scope_key, "split": c.split}  # a tuning run and a confirmation run never share a folder
+    _check_against(c.against, c.systems)
+    shared, judge_llm, chosen, config = run_config.prepare(
+        settings, c.judge_model, file, benchmark, c.systems, scope, scope_key, out, c.answer_model, stores, version=__version__
+    )
+    config["split"], config["against"] = c.split, c.against
     judge = module.judge_with(judge_llm, config["judge"]["name"]) if judge_llm else None
-    log = ResultLog(out, config, identity_keys=IDENTITY)
-    bar = BenchBar(wanted(progress))
+    log = ResultLog(out, config, identity_keys=run_config.IDENTITY)
+    bar = BenchBar(wanted(c.progress))
     try:
         BenchRunner(benchmark, log, shared, chosen, module.score, judge, bar, stores).run(units)
     except KeyboardInterrupt:
         bar.close()
         raise _interrupted(out) from None
     bar.close()
-    _report(log, json_out, against)
+    _report(log, c.json_out, c.against)
 
 
 def _check_against(against: str | None, systems: str) -> None:
@@ -394,24 +265,8 @@ def locomo_cmd(
         sizes = ", ".join(f"{u.key} {len(u.messages):,} turns" for u in {u.key: u for u in units or []}.values())
         scope += f"; inside a haystack of {', '.join(others)} ({sizes})"
     scope_key = {"sessions": sessions, "adversarial": adversarial, **({"haystack": sorted(others)} if others else {})}
-    _run(
-        "locomo",
-        locomo,
-        settings,
-        file,
-        units,
-        scope,
-        scope_key,
-        systems,
-        judge_model,
-        out,
-        db,
-        answer_model,
-        progress,
-        json_out,
-        against,
-        split,
-    )
+    choices = RunChoices(systems, split, against, judge_model, out, db, answer_model, progress, json_out)
+    _run("locomo", locomo, settings, file, units, scope, scope_key, choices)
 
 
 def _check_split(split: str | None) -> None:
@@ -468,24 +323,8 @@ def longmemeval_cmd(
         sizes = [len(u.messages) for u in units or []]
         scope += f", each inside the sessions of {haystack} other questions ({min(sizes, default=0)}-{max(sizes, default=0)} turns)"
     _check_split(split)
-    _run(
-        "longmemeval",
-        longmemeval,
-        settings,
-        file,
-        units,
-        scope,
-        {"haystack": haystack} if haystack else {},
-        systems,
-        judge_model,
-        out,
-        db,
-        answer_model,
-        progress,
-        json_out,
-        against,
-        split,
-    )
+    choices = RunChoices(systems, split, against, judge_model, out, db, answer_model, progress, json_out)
+    _run("longmemeval", longmemeval, settings, file, units, scope, {"haystack": haystack} if haystack else {}, choices)
 
 
 def _folder(folder: Path):
@@ -525,6 +364,7 @@ def judge_cmd(
     Resumable; the report is then rebuilt with the labels.
     """
     from nemori_cli import deps
+    from nemori_cli.bench import run_config
     from nemori_cli.bench.run import judge_missing
     from nemori_cli.cli.progress import BenchBar, wanted
 
@@ -542,7 +382,7 @@ def judge_cmd(
         bar.close()
         raise _interrupted(folder) from None
     bar.close()
-    log.config["judge"] = _model_info(preset)
+    log.config["judge"] = run_config.model_info(preset)
     (folder / "config.json").write_text(json.dumps(log.config, indent=2, sort_keys=True) + "\n")
     _report(log, json_out)
 

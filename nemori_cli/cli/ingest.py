@@ -1,4 +1,4 @@
-"""`nemori ingest` and `nemori flush` (build's older name): messages in, episodes out, resumable."""
+"""`nemori ingest`: messages in, episodes out, resumable."""
 
 from __future__ import annotations
 
@@ -9,12 +9,15 @@ from typing import Annotated
 import typer
 
 from nemori_cli.cli import options as opt
+from nemori_cli.cli.build_options import MaxTokens, Neighbours, check_budget
+from nemori_cli.cli.build_run import prepare_core, print_report, run_with_progress
 from nemori_cli.cli.help import examples
 from nemori_cli.cli.progress import wanted
 from nemori_cli.cli.render import console, print_json, warn_changed
 from nemori_cli.config import DEFAULT_NEIGHBOURS, DEFAULT_WINDOW
 from nemori_cli.domain import InputFormatName, MemoryName
 from nemori_cli.errors import ConfigError
+from nemori_cli.services.ingest import AUTO_BUILD_NOW_S  # for --help: services/ingest.py decides --build auto by it
 
 EXAMPLES = examples(
     "nemori ingest chat.jsonl",
@@ -22,7 +25,6 @@ EXAMPLES = examples(
     "nemori ingest conversations.json --build later # searchable now",
     "nemori ingest - --format jsonl < messages.jsonl",
 )
-FLUSH_EXAMPLES = examples("nemori flush                  # the same as: nemori build")
 
 
 class DistillMode(str, Enum):
@@ -40,12 +42,6 @@ class BuildWhen(str, Enum):
     now = "now"
     later = "later"
     background = "background"
-
-
-# `--build auto` builds in the same run when the estimated model time (the dry run's, at this database's
-# rates when it has any) is at most this; more, and the messages are only stored and indexed, searchable
-# at once, and `nemori build` makes their memory. Why this figure: docs/PERFORMANCE.md, section 11.
-AUTO_BUILD_NOW_S = 120.0
 
 
 class PartitionBy(str, Enum):
@@ -112,32 +108,6 @@ DryRun = Annotated[
     bool,
     typer.Option("--dry-run", help="Estimate the work (new messages, LLM calls, tokens, minutes); write nothing, load no model."),
 ]
-MaxTokens = Annotated[
-    int | None,
-    typer.Option(
-        "--max-tokens",
-        metavar="N",
-        help="Stop once the model has used about N tokens in this run; the rest stays pending and a rerun resumes.",
-        show_default=False,
-    ),
-]
-
-
-Neighbours = Annotated[
-    int,
-    typer.Option(
-        "--neighbours",
-        min=1,
-        max=50,
-        metavar="N",
-        help="A-MEM modes: nearest notes offered to the model when a note is linked and evolved.",
-    ),
-]
-
-
-def check_budget(max_tokens: int | None) -> None:
-    if max_tokens is not None and max_tokens <= 0:
-        raise ConfigError(f"--max-tokens must be a positive number of tokens, not {max_tokens}")
 
 
 def _method(memory, distill, integrate, facts, index, partition=None) -> dict:
@@ -201,21 +171,6 @@ def _say_left_out(imported, json_out: bool) -> None:
     large = imported.large_line()  # said with --json too: it is what is happening, not part of the report
     if large:
         sys.stderr.write(f"nemori: {large}\n")
-
-
-def run_with_progress(run, memory, *, show_progress: bool):
-    """``run(progress)`` (an ingest or a flush) under a progress bar; Ctrl-C says what is pending and exits 130."""
-    from nemori_cli.cli.progress import progress_bar
-
-    try:
-        with progress_bar(show_progress, "episodes") as update:
-            return run(update)
-    except KeyboardInterrupt:
-        sys.stderr.write(
-            f"nemori: interrupted; {memory.pending()} messages are pending and nothing is lost: "
-            "run `nemori build` or the same ingest again to resume\n"
-        )
-        raise typer.Exit(130) from None
 
 
 def ingest(
@@ -295,7 +250,8 @@ def ingest(
     later (--build later): the messages are searchable at once, and
     `nemori build` makes their episodes and facts.
     """
-    from nemori_cli.api import Memory, check_workers, shown_name
+    from nemori_cli.api import Memory, shown_name
+    from nemori_cli.services.ingest import BuildSpec, check_workers, when_to_build
 
     check_budget(max_tokens)
     settings = opt.settings(db_path, user, model, embedder)
@@ -323,15 +279,9 @@ def ingest(
         raise ConfigError(
             f"--no-flush keeps the tail pending while episodes are made now; with --build {build.value} nothing is made now: drop one of them"
         )
-    when = BuildWhen.now if not flush else build  # --no-flush asks for episodes now, all but the tail
-    when = _when(
-        when,
-        settings,
-        incoming,
-        namespace,
-        window,
-        lambda store: _profile(store, settings, memory, distill, integrate, facts, index, partition),
-    )
+    # --no-flush asks for episodes now, all but the tail; auto is now when the estimate is small (services/ingest.py)
+    spec = BuildSpec(settings, method, window, neighbours)
+    when = BuildWhen(when_to_build(build.value, flush=flush, spec=spec, incoming=incoming, namespace=namespace))
     if when != BuildWhen.now:
         _store_only(settings, imported, method, window, neighbours, when, source, json_out, read_as, max_tokens)
         return
@@ -349,20 +299,6 @@ def ingest(
     print_report(result.report, source, json_out, max_tokens, read_as, core)
 
 
-def _when(build: BuildWhen, settings, incoming, namespace: str, window: int, profile_of) -> BuildWhen:
-    """--build auto made definite: now when the estimated model time is small (AUTO_BUILD_NOW_S), else later."""
-    if build != BuildWhen.auto:
-        return build
-    from nemori_cli.cli import dry_run as dry
-    from nemori_cli.errors import NemoriError
-
-    try:
-        seconds = dry.build_seconds(settings, incoming, namespace, window=window, profile_of=profile_of)
-    except NemoriError:
-        return BuildWhen.now  # no estimate (an unusable --db, a refused flag): the ingest itself says what is wrong, in its own words
-    return BuildWhen.now if seconds <= AUTO_BUILD_NOW_S else BuildWhen.later
-
-
 def _store_only(
     settings, imported, method: dict, window: int, neighbours: int, when: BuildWhen, source: str, json_out: bool, read_as: dict, max_tokens
 ) -> None:
@@ -375,11 +311,11 @@ def _store_only(
     report = result.report
     worker = None
     if when == BuildWhen.background and state.pending and state.worker_pid is None:
-        from nemori_cli.cli import build_cmd
+        from nemori_cli.cli.background import start_background
         from nemori_cli.pipeline import lock
 
         # Started before the report is printed: a worker that cannot start is the one line this command ends with.
-        worker = build_cmd.start_background(
+        worker = start_background(
             lock.for_settings(settings),
             settings,
             json_out=False,
@@ -419,132 +355,3 @@ def _store_only(
             else:
                 how = "`nemori build` builds them (`--background` to run it behind)"
             console().print(f"{state.pending} messages are pending their episodes and facts{eta}; {how}", soft_wrap=True)
-
-
-def flush_cmd(
-    max_tokens: MaxTokens = None,
-    neighbours: Neighbours = DEFAULT_NEIGHBOURS,
-    parallel: opt.Parallel = None,
-    workers: opt.Workers = None,
-    progress: opt.ShowProgress = None,
-    window: opt.Window = DEFAULT_WINDOW,
-    db_path: opt.Db = None,
-    user: opt.User = None,
-    model: opt.Model = None,
-    embedder: opt.EmbedderName = None,
-    json_out: opt.Json = False,
-) -> None:
-    """The older name of `nemori build` (in the foreground).
-
-    Every pending message into episodes and facts now, with the memory's
-    recorded method.
-    """
-    from nemori_cli.api import check_workers
-
-    check_budget(max_tokens)
-    settings = opt.settings(db_path, user, model, embedder)
-    settings.parallel = parallel or settings.parallel
-    settings.workers = workers or settings.workers
-    check_workers(settings)
-    from nemori_cli.cli import build_cmd
-
-    build_cmd.foreground(settings, json_out, max_tokens=max_tokens, neighbours=neighbours, window=window, show_progress=wanted(progress))
-
-
-def prepare_core(memory, report) -> dict | None:
-    """The core context's KV state, computed now for the next `ask` (retrieval/core_cache.py), when the answer model is the one loaded.
-
-    Another answer model is not loaded for it: the first `ask` computes the
-    state then. A failure here costs the next `ask` time, not this ingest.
-    """
-    from nemori_cli import deps
-    from nemori_cli.errors import NemoriError
-
-    settings = memory.settings
-    if report.pending or deps.answer_preset(settings).name != deps.llm_preset(settings).name:
-        return None
-    try:
-        prepared, core = memory.prepare_core()
-    except NemoriError as e:
-        sys.stderr.write(f"nemori: warning: the core context was not prepared ({e.message}); the next `ask` prepares it\n")
-        return None
-    if prepared.outcome == "none":
-        return None
-    return {
-        "tokens": prepared.tokens,
-        "seconds": round(prepared.ms / 1000, 2),
-        "saved_bytes": prepared.saved_bytes,
-        "outcome": prepared.outcome,
-        "read": prepared.read,
-        "whole_history": core.complete,
-    }
-
-
-# A run in which most LLM calls gave no usable answer still built its memory,
-# from the stages' deterministic fallbacks, so it exits 0; but it says so, once,
-# on stderr. (A run in which every call failed stores nothing and exits 3: the
-# runner's stop_when_every_call_fails.)
-WARN_MIN_CALLS = 3
-WARN_SHARE = 0.5
-
-
-def fallback_warning(report) -> str | None:
-    """The warning line for a run whose LLM calls mostly failed or fell back (more than WARN_SHARE of at least WARN_MIN_CALLS), else None."""
-    bad = max(report.llm_failed, report.fallbacks)
-    if report.llm_calls < WARN_MIN_CALLS or bad <= WARN_SHARE * report.llm_calls:
-        return None
-    return (
-        f"nemori: warning: {report.llm_failed} of {report.llm_calls} LLM calls in this run ({report.llm_failed / report.llm_calls:.0%}) "
-        f"gave no usable answer and {report.fallbacks} steps fell back to deterministic rules, so much of this memory was built without the model: "
-        "see `nemori stats`, and check the model with `nemori doctor`"
-    )
-
-
-def print_report(
-    report,
-    source: str | None,
-    json_out: bool,
-    max_tokens: int | None = None,
-    read_as: dict | None = None,
-    core: dict | None = None,
-    built: dict | None = None,
-) -> None:
-    if report.stopped_by_budget:  # on stderr in both modes: stdout stays the report
-        sys.stderr.write(
-            f"nemori: token budget of {max_tokens} reached after {report.tokens_used} tokens; {report.pending} messages pending; "
-            "rerun the same command (or `nemori build`) to continue\n"
-        )
-    warning = fallback_warning(report)
-    if warning:
-        sys.stderr.write(warning + "\n")
-    if json_out:
-        print_json(
-            {
-                "source": source,
-                **(read_as or {}),
-                **vars(report),
-                "seconds": round(report.seconds, 2),
-                "core": core,
-                **({"built": built} if built else {}),
-            }
-        )
-        return
-    changed = f", {report.changed} changed but kept as stored" if report.changed else ""
-    read = f"read {report.read} messages ({report.added} new{changed}) from {source}; " if source else ""
-    if report.notes and not report.episodes and not report.merged:  # --memory amem: notes straight from messages
-        made = f"made {report.notes} notes"
-    else:
-        notes = f", stored as {report.notes} notes," if report.notes else ""
-        made = f"made {report.episodes} episodes ({report.merged} merged into earlier ones) and {report.facts} facts{notes} in {report.windows} windows"
-    if source and not report.added and not report.windows:  # a re-ingest that found nothing new and built nothing
-        made = "nothing new to store or build"
-        console().print(f"{read}{made}; {report.pending} messages pending")
-    else:
-        console().print(f"{read}{made} ({report.seconds:.1f} s); {report.pending} messages pending")
-    if core:
-        held = "the whole history" if core["whole_history"] else "the most recent part of the history"
-        how = f"{core['read']} new tokens read" if core["outcome"] == "extended" else "read"
-        console().print(
-            f"[dim]core context: {core['tokens']} tokens ({held}), {how} in {core['seconds']:.1f} s and saved "
-            f"({core['saved_bytes'] / 2**20:.0f} MB) for `ask`[/dim]"
-        )

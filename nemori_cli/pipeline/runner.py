@@ -39,11 +39,11 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from nemori_cli.config import DEFAULT_WINDOW
 from nemori_cli.domain import IncomingMessage, to_epoch
-from nemori_cli.embed.base import Embedder, identity, max_chars, serialized
+from nemori_cli.embed.base import Embedder, serialized
 from nemori_cli.errors import ModelError
 from nemori_cli.llm.base import CallLog, StructuredLLM
 from nemori_cli.llm.inflight import NeedAnswer, ReplayBackend, RequestSlots, SlotBackend
@@ -54,63 +54,20 @@ from nemori_cli.memory.profile import DEFAULT, Profile, record
 from nemori_cli.memory.semantic import SemanticSettings
 from nemori_cli.pipeline import integrate, plan
 from nemori_cli.pipeline.ahead import LookAhead
+from nemori_cli.pipeline.ingest_report import IngestReport, Progress
+from nemori_cli.pipeline.intake import store_messages
 from nemori_cli.pipeline.integrate import IntegrationSettings
 from nemori_cli.pipeline.narrate import narrate, narrate_many
 from nemori_cli.pipeline.partition import Group, PartitionSettings, partition
 from nemori_cli.store import episodes as episode_sql
-from nemori_cli.store import message_index, telemetry
 from nemori_cli.store import messages as message_sql
+from nemori_cli.store import telemetry
 from nemori_cli.store.contract import Store
 from nemori_cli.store.episodes import EpisodeDraft
 
-Progress = Callable[[int, int], None]  # (messages done, messages to do)
 # With workers, the most times one episode's unit of work is run (each run but the last asks the model one
 # request more, outside the write lock); a unit that asks more than this gets its last answers inside it.
 MAX_RUNS = 64
-
-
-@dataclass
-class IngestReport:
-    read: int = 0
-    added: int = 0
-    changed: int = 0  # already stored under their id saying something else; the stored text was kept
-    episodes: int = 0
-    facts: int = 0
-    notes: int = 0  # A-MEM notes made (--memory amem / nemori+amem)
-    merged: int = 0  # episodes that continued an earlier one
-    windows: int = 0
-    pending: int = 0
-    seconds: float = 0.0
-    tokens_used: int = 0  # prompt + output tokens of the LLM calls this run wrote
-    stopped_by_budget: bool = False  # max_tokens was reached with work left; a rerun resumes
-    llm_calls: int = 0  # LLM calls this run wrote
-    llm_failed: int = 0  # of them, those with no usable answer after every attempt
-    fallbacks: int = 0  # steps that fell back deterministically (after a failed call, or a failed self-check)
-    # Another process was building this memory (it held the build lock, pipeline/lock.py): this run only
-    # stored the messages, and that build makes their memory.
-    left_to_running_build: bool = False
-
-    def add(self, later: IngestReport) -> None:
-        """Count a later round of the same run in (its pending count and budget state are the newer)."""
-        for name in ("episodes", "facts", "notes", "merged", "windows", "seconds", "tokens_used", "llm_calls", "llm_failed", "fallbacks"):
-            setattr(self, name, getattr(self, name) + getattr(later, name))
-        self.pending, self.stopped_by_budget = later.pending, later.stopped_by_budget
-
-
-def store_messages(db: Store, user: str, profile: Profile, embedder: Embedder, incoming: list[IncomingMessage], namespace: str = "") -> int:
-    """Store new messages (all or none), index them for search, and the profile; returns how many were new.
-
-    No model is needed: once this returns, the messages are searchable and
-    answerable as raw turns (`ingest --build later`), and pending for the
-    pipeline. Messages not indexed before (a database made before the
-    message index existed) are indexed here too, in the same transaction.
-    """
-    with db.transaction(user=user):
-        db.bind_embedder(identity(embedder), embedder.dimensions)
-        record(db, profile)
-        added = message_sql.insert_messages(db, user, incoming, namespace)
-        message_index.index_all(db, user, embedder.embed_documents, max_chars(embedder))
-        return added
 
 
 class _NothingAnswered(Exception):

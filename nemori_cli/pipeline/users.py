@@ -1,6 +1,6 @@
 """Several users' memories built at once, into one store: threads, a shared request budget, one failure stops all.
 
-`api.ingest_users` prepares one Pipeline per user (each with a connection of
+`api.ingest_users` (services/ingest.ingest_users) prepares one Pipeline per user (each with a connection of
 its own, its messages stored); this module runs them. Each user runs on a
 thread of its own and writes its episodes in order; their model calls share
 ``workers`` requests in flight (llm/inflight.RequestSlots). With one worker the users
@@ -23,7 +23,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from nemori_cli.errors import NemoriError
 from nemori_cli.llm.inflight import RequestSlots
-from nemori_cli.pipeline.runner import IngestReport, Pipeline
+from nemori_cli.pipeline.ingest_report import IngestReport
+from nemori_cli.pipeline.runner import Pipeline
 
 
 def run_together(pipelines: dict[str, Pipeline], *, workers: int, flush: bool) -> dict[str, IngestReport]:

@@ -8,7 +8,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from nemori_cli.bench import catalog, haystack, locomo, paired, report
+from nemori_cli.bench import catalog, haystack, locomo, paired, report, report_markdown
 from nemori_cli.bench.metrics import chat_line
 from nemori_cli.bench.results import ResultLog
 from nemori_cli.bench.run import BenchRunner, Silent
@@ -152,7 +152,7 @@ def test_the_report_pairs_every_system_with_the_first_baseline_and_lists_its_lar
     assert got["ci95"][1] <= 0 and len(got["largest_losses"]) == 3
     assert got["largest_losses"][0]["reference_answer"] == "x"
     assert built["systems"]["nemori"]["costs"]["chat_share"] == pytest.approx(0.1)
-    text = report.markdown(built, groups=GROUPS, score_keys=KEYS, title="LoCoMo")
+    text = report_markdown.markdown(built, groups=GROUPS, score_keys=KEYS, title="LoCoMo")
     assert "## Against `rag-256`" in text and "Split: **tune**" in text and "## Largest losses against `rag-256`" in text
     assert "Sure, I would love to!" in text
     # --against names another reference; one not in the run is refused.

@@ -8,7 +8,7 @@ from datetime import datetime
 
 import pytest
 
-from nemori_cli.bench import catalog, locomo, longmemeval, report
+from nemori_cli.bench import catalog, locomo, longmemeval, report, report_markdown
 from nemori_cli.bench.baselines import FullContextSystem, RagSystem
 from nemori_cli.bench.judge import judge_locomo, judge_longmemeval
 from nemori_cli.bench.results import ResultLog
@@ -156,7 +156,7 @@ def test_report_scores_by_category_and_costs(tmp_path, shared, locomo_path):
     assert full["groups"]["single-hop"]["questions"] == 2 and full["groups"]["temporal"]["questions"] == 1
     assert full["overall"]["set_f1"] == pytest.approx((1.0 + 0.4 + 0.0) / 3)
     assert built["systems"]["nemori"]["costs"]["llm_calls"] > 0 and full["costs"]["llm_calls"] == 0
-    text = report.markdown(built, groups=groups, score_keys=keys, title="LoCoMo")
+    text = report_markdown.markdown(built, groups=groups, score_keys=keys, title="LoCoMo")
     assert "| `nemori` |" in text and "| `full-context` |" in text and "single-hop" in text
 
 
@@ -299,7 +299,7 @@ def test_amem_systems_build_notes_and_count_their_own_storage(tmp_path, shared, 
     rep = report.build(
         log.records, {**CONFIG, "systems": ["amem", "nemori+amem", "nemori+amem-notes"]}, benchmark="locomo", groups=groups, score_keys=keys
     )
-    assert "note links / evolved notes" in report.markdown(rep, groups=groups, score_keys=keys, title="LoCoMo")
+    assert "note links / evolved notes" in report_markdown.markdown(rep, groups=groups, score_keys=keys, title="LoCoMo")
     assert rep["systems"]["nemori+amem-notes"]["costs"]["storage"]["entries"] == 2
     assert rep["systems"]["nemori+amem"]["costs"]["storage"]["entries"] == own["nemori+amem"]["entries"]
     paris = [a for a in log.of_kind("answer") if a["system"] == "amem" and a["qid"] == "0"]

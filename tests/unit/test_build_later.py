@@ -18,8 +18,8 @@ import pytest
 
 from nemori_cli import deps
 from nemori_cli.api import BuildRunning
-from nemori_cli.cli import ingest as ingest_cmd
 from nemori_cli.pipeline import lock, plan
+from nemori_cli.services import ingest as ingest_service
 from tests.unit.fake_ingest import TOPICS, conversation, isolate, nemori, use_fake_answers, use_fakes, write_jsonl
 
 
@@ -194,11 +194,11 @@ def test_lock_files_are_keyed_by_the_store_and_live_in_one_folder_whatever_the_c
 def test_ingest_build_auto_stores_only_when_the_estimate_is_over_its_bar(world, monkeypatch):
     tmp_path, built = world
     chat = write_jsonl(tmp_path / "chat.jsonl", conversation())
-    monkeypatch.setattr(ingest_cmd, "AUTO_BUILD_NOW_S", 0.0)
+    monkeypatch.setattr(ingest_service, "AUTO_BUILD_NOW_S", 0.0)
     later = nemori("ingest", chat, "--db", tmp_path / "a.db", "--json")
     data = json.loads(later.stdout)
     assert (data["build"], data["episodes"], data["built"]["pending"]) == ("later", 0, 16) and built == []
-    monkeypatch.setattr(ingest_cmd, "AUTO_BUILD_NOW_S", 1e9)
+    monkeypatch.setattr(ingest_service, "AUTO_BUILD_NOW_S", 1e9)
     now = json.loads(nemori("ingest", chat, "--db", tmp_path / "b.db", "--json").stdout)
     assert "build" not in now and now["episodes"] == 4 and now["pending"] == 0
 

@@ -20,8 +20,8 @@ from nemori_cli.embed.base import DEFAULT_MAX_CHARS
 from nemori_cli.embed.fake import FakeEmbedder
 from nemori_cli.embed.sentence import SentenceTransformerEmbedder
 from nemori_cli.importers.jsonl import read_jsonl
+from nemori_cli.pipeline.intake import store_messages
 from nemori_cli.pipeline.partition import PartitionSettings, partition
-from nemori_cli.pipeline.runner import store_messages
 from nemori_cli.store import message_index
 from nemori_cli.store.sqlite import SqliteStore
 from tests.unit.fake_ingest import isolate, nemori, use_fakes

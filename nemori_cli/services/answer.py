@@ -1,0 +1,173 @@
+"""A question answered from memory: which road reaches the context (the cached core, or search), and the answer's cost counted.
+
+`api.Memory.ask` and `prepare_core` stand on this, and so, through them, do
+`nemori ask` and the MCP server's `ask`. The default road reads the core
+context, whose KV state is cached (retrieval/core_answer.py, core_cache.py),
+then what retrieval adds beyond it; the search road (retrieval/answer.py)
+reads what search finds. The answer's LLM calls are written to the store's
+telemetry, so `nemori stats` counts them, unless this process may only read
+the file. The session (deps.Session) is the caller's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from datetime import date, datetime
+from typing import TYPE_CHECKING, Any
+
+from nemori_cli.domain import Answer, Hit, Usage
+from nemori_cli.errors import ConfigError, InputError
+from nemori_cli.retrieval.search import PROFILES, SearchOptions
+
+if TYPE_CHECKING:
+    from nemori_cli.deps import Session
+    from nemori_cli.retrieval.core import Core
+    from nemori_cli.retrieval.core_cache import Prepared
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    """What one search found, and how long it took (the query's embedding included)."""
+
+    query: str
+    hits: list[Hit]
+    ms: float
+    as_of: datetime | None
+
+
+@dataclass(frozen=True)
+class Asked:
+    """An answer, and, when it took the core road, how the model came to hold the core (None: not needed, or a past moment's)."""
+
+    answer: Answer
+    core_road: bool
+    core: Prepared | None = None
+
+
+def retrieve(session: Session, user: str, text: str, options: SearchOptions) -> Retrieval:
+    """Search alone, without any LLM (vector and full-text search, fused): `Memory.search` and `retrieve`."""
+    from nemori_cli.retrieval.search import search
+
+    hits, ms = search(session.db, user, session.embedder, text, options)
+    return Retrieval(text, hits, ms, options.as_of)
+
+
+def ask(session: Session, user: str, text: str, options: SearchOptions, today: str | None) -> Asked:
+    """Answer ``text`` (a checked question) from ``user``'s memory by ``options``' road, and count its cost.
+
+    Checks come in this order, each before anything heavier: an unknown answer
+    preset, a missing database, a user with no memory (answered at once, no
+    model loaded, nothing written), a dead endpoint, a wrong embedder.
+    """
+    from nemori_cli.memory.profile import mode_of
+    from nemori_cli.prompts.answer import NOT_MENTIONED
+    from nemori_cli.retrieval.answer import ask as search_road
+    from nemori_cli.store import messages as message_sql
+    from nemori_cli.store import telemetry
+
+    session.check_answer_model()  # an unknown preset is refused before anything loads
+    _ = session.db  # then a missing database, before any endpoint is probed
+    if not message_sql.any_for(session.db, user):
+        # A user with no memory (a name given by mistake): the answer is known without a search or a
+        # model, so none loads; and nothing is written, so a read leaves no trace under a made-up name.
+        return Asked(Answer(text, NOT_MENTIONED, (), Usage(), 0.0, 0.0, abstained=True), core_road=False)
+    session.check_answer_endpoint()  # only probed: a dead endpoint fails before the embedder loads
+    core_road = bool(options.core and options.layout == "timeline" and mode_of(session.db).reads_core)
+    core = None
+    if core_road:
+        answer, llm, core = _core_road(session, user, text, options, today)
+    else:
+        embedder, llm = session.embedder, session.answer_llm  # in this order: a wrong embedder is named before a model loads
+        answer, _cited = search_road(session.db, user, embedder, llm, text, options, today=today)
+    problem = next((e.detail for e in reversed(llm.log.events) if e.kind == "fallback"), "") if answer.failed else ""
+    if session.db.read_only:  # a file this process may only read (deps.cannot_write): the answer's cost goes uncounted
+        llm.log.drain()
+    else:
+        with session.db.transaction():  # the answer's cost is counted in `nemori stats`
+            telemetry.write(session.db, user, *llm.log.drain())
+    return Asked(replace(answer, model=llm.model_id, problem=" ".join(problem.split())), core_road, core)
+
+
+def _core_road(session: Session, user: str, text: str, options: SearchOptions, today: str | None):
+    """The default road: the cached core, then what retrieval adds beyond it (retrieval/core_answer.py).
+
+    The embedder loads only if the core does not hold everything; one
+    named by --embedder or NEMORI_EMBEDDER is still checked against the
+    database first, so a wrong one is named before any model loads.
+    """
+    from nemori_cli import deps
+    from nemori_cli.embed.base import Deferred
+    from nemori_cli.retrieval import core_answer
+
+    if session.settings.embedder:  # one asked for by name is checked against the database before any model loads
+        deps.check_embedder_preset(session.settings, session.db)
+    llm = session.answer_llm
+    sizes = core_answer.budget_for(deps.answer_window(session.settings, llm))
+    cache = session.core_cache
+    prepare = None if options.as_of is not None else (lambda core: cache.prepare(llm, user, core))
+    # A core of another moment (--as-of) is read for this answer alone: it is not saved.
+    cache.last = None
+    answer = core_answer.ask(
+        session.db, user, Deferred(lambda: session.embedder), llm, text, options, sizes=sizes, today=today, prepare=prepare
+    )
+    return answer, llm, cache.last  # how the model came to hold the core (None: not needed, or a past moment's)
+
+
+def prepare_core(session: Session, user: str) -> tuple[Prepared, Core | None]:
+    """The core context's KV state computed for the answer model now and saved; ("none", None) for a memory `ask` reads no core of."""
+    from nemori_cli import deps
+    from nemori_cli.memory.profile import mode_of
+    from nemori_cli.retrieval import core_answer
+    from nemori_cli.retrieval.core_cache import Prepared
+
+    if not mode_of(session.db).reads_core:
+        return Prepared("none"), None
+    llm = session.answer_llm
+    sizes = core_answer.budget_for(deps.answer_window(session.settings, llm))
+    core = core_answer.build_core(session.db, user, llm, sizes, PROFILES["core"])
+    if not core_answer.reads_core(core, sizes):  # beyond the window `ask` reads no core: nothing to prepare
+        return Prepared("none"), core
+    return session.core_cache.prepare(llm, user, core), core
+
+
+def search_options(
+    profile: str, options: SearchOptions | None, overrides: Mapping[str, Any], as_of: str | datetime | None = None
+) -> SearchOptions:
+    """The search options of a call: ``options`` whole, else the named profile's; then single fields overridden, and the moment."""
+    if options is None:
+        if profile not in PROFILES:
+            raise ConfigError(f"profile {profile!r} is not one of {', '.join(PROFILES)}")
+        options = PROFILES[profile]
+    unknown = sorted(set(overrides) - set(SearchOptions.__dataclass_fields__))
+    if unknown:
+        raise ConfigError(f"unknown search option {', '.join(unknown)}; expected some of {', '.join(SearchOptions.__dataclass_fields__)}")
+    options = replace(options, **overrides)
+    return replace(options, as_of=moment(as_of)) if as_of is not None else options
+
+
+def query_text(value: str, what: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InputError(f"empty {what}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InputError(f"{what} {value[:60]!r} is not valid text") from None
+    return value.strip()
+
+
+def moment(value: str | datetime | None) -> datetime | None:
+    """An as-of value as the CLI reads it: a datetime as is, ISO text by dates.parse_as_of (a date alone is the end of that day)."""
+    from nemori_cli.dates import parse_as_of
+
+    if value is None or isinstance(value, datetime):
+        return value
+    if not isinstance(value, str):
+        raise ConfigError(f"as_of must be a datetime or ISO text, not {type(value).__name__}")
+    return parse_as_of(value)
+
+
+def day(today: str | date | None) -> str | None:
+    if today is None or today == "":
+        return None
+    return today.isoformat() if isinstance(today, date) else str(today)

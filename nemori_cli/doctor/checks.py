@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from nemori_cli.config import LLMPreset, Settings, install_command
+from nemori_cli.config import Settings, install_command
 from nemori_cli.errors import ModelNotInstalled, NemoriError
+from nemori_cli.presets import LLMPreset
 from nemori_cli.store import capabilities
 
 if TYPE_CHECKING:  # for annotations only: the checks must run even where numpy is broken

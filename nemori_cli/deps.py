@@ -148,7 +148,7 @@ def build_backend(preset: LLMPreset, settings: Settings) -> ChatBackend:
 
 
 def new_memory_defaults(settings: Settings) -> dict:
-    """What a new database takes from the model that builds it (memory/profile.resolve's ``new``): its partition method."""
+    """What a new database takes from the model that builds it (memory/method.resolve's ``new``): its partition method."""
     return {"partition": llm_preset(settings).partition}
 
 
@@ -274,7 +274,7 @@ class Session:
 
     @property
     def mode(self) -> MemoryMode:
-        from nemori_cli.memory.profile import mode_of
+        from nemori_cli.memory.method import mode_of
 
         return mode_of(self.db)
 

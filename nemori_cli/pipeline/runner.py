@@ -47,6 +47,7 @@ from nemori_cli.embed.base import Embedder, serialized
 from nemori_cli.errors import ModelError
 from nemori_cli.llm.base import CallLog, StructuredLLM
 from nemori_cli.llm.inflight import NeedAnswer, ReplayBackend, RequestSlots, SlotBackend
+from nemori_cli.memory import modes
 from nemori_cli.memory.amem import AmemSettings
 from nemori_cli.memory.consolidate import ConsolidationSettings
 from nemori_cli.memory.mode import NewEpisode, WorkerInputs
@@ -101,7 +102,7 @@ class Pipeline:
         self.db, self.user, self.llm, self.embedder = db, user, llm, serialized(embedder)
         self.window = window
         self.profile = profile
-        self.mode = profile.mode
+        self.mode = modes.for_profile(profile)
         self.partition_settings = replace(partition_settings, method=profile.partition)
         self.integration = integration
         self.continuation_check = integrate.SelfCheck(llm)

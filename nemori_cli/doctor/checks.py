@@ -46,7 +46,7 @@ def python_version() -> Check:
 
 
 def sqlite_vec() -> Check:
-    """The store's own way in (store/sqlite.py): apsw, then the sqlite-vec extension, in memory."""
+    """The store's own way in (store/sqlite_connection.py): apsw, then the sqlite-vec extension, in memory."""
     try:
         apsw_version, sqlite_version, vec_version = capabilities.sqlite_vec_versions()
     except Exception as e:  # any failure here means the store cannot open; say which

@@ -10,7 +10,7 @@ whole episodes done and the rest pending, and the next run picks them up.
 The stages after narration run inside that transaction because each decision
 reads what the previous one wrote: a fact distilled from this episode can be
 evoked and consolidated against by the next. Readers are never blocked (WAL);
-a second writer waits for the write lock (store/sqlite.py: WRITE_WAIT_MS).
+a second writer waits for the write lock (store/sqlite_connection.py: WRITE_WAIT_MS).
 
 With ``workers`` above 1 (`ingest --workers N`, an OpenAI-compatible endpoint),
 the calls that read only the messages (the partition of each window, the

@@ -135,7 +135,7 @@ class Memory:
             raise ConfigError(f"neighbours must be between 1 and 50 notes, not {neighbours}")
         self.settings: Settings = settings
         # The method's flags are chosen on a new database and recorded there; a later
-        # flag that disagrees with the record is refused by memory/profile.resolve.
+        # flag that disagrees with the record is refused by memory/method.resolve.
         self.method, self.window, self.neighbours = method, window, neighbours
         self._open: tuple[str, deps.Session] | None = None
         # One call at a time: the store's connection and the loaded model are one each, and SQLite's

@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nemori_cli.errors import ConfigError
+from nemori_cli.presets import DEFAULT_N_CTX, EmbedderPreset, LLMPreset, Presets
 from nemori_cli.store.engines import parse_target
 from nemori_cli.store.target import StoreTarget
 
 # Defaults that the CLI's options, the Python API (and through it the MCP server) and the pipeline all read.
 DEFAULT_WINDOW = 20  # messages the model cuts into episodes at a time (the paper's observation window w)
 DEFAULT_NEIGHBOURS = 5  # A-MEM modes: nearest notes offered to the link decision (A-MEM's k)
-DEFAULT_N_CTX = 4096  # a GGUF model's context window in tokens when its preset does not say
 
 APP_NAME = "nemori"
 # The built-in presets ship inside the package, so an installed tool (pipx, uv tool, a wheel) has them;
@@ -40,53 +40,6 @@ def _user_dir(kind: str) -> Path:
         "config": platformdirs.user_config_dir,
     }[kind]
     return Path(getter(APP_NAME))
-
-
-@dataclass(frozen=True)
-class LLMPreset:
-    name: str
-    kind: str  # "gguf" | "openai"
-    description: str = ""
-    path: str | None = None  # gguf: a file of the user's
-    parts: tuple[str, ...] = ()  # gguf: files inside installed packages, concatenated
-    packages: tuple[str, ...] = ()  # pip requirements that provide `parts`
-    download_mb: int | None = None  # what installing `packages` downloads, said before an install starts
-    sha256: str | None = None
-    n_ctx: int = DEFAULT_N_CTX
-    base_url: str | None = None  # openai
-    model: str | None = None  # openai
-    api_key_env: str | None = None  # openai: the NAME of the variable holding the key
-    timeout: float = 120.0  # openai: seconds to wait for one answer (a slow CPU server needs long)
-    connect_timeout: float = 5.0  # openai: seconds to wait for the connection itself
-    # How a new memory built with this model cuts episodes: "model" (the LLM proposes boundaries, the
-    # paper's way) or "similarity" (embeddings alone, no call: for small models, whose boundaries are noise).
-    partition: str = "model"
-
-
-@dataclass(frozen=True)
-class EmbedderPreset:
-    name: str
-    kind: str  # "sentence-transformers"
-    model_name: str
-    dimensions: int | None = None
-    description: str = ""
-    path: str | None = None
-    parts: tuple[str, ...] = ()
-    packages: tuple[str, ...] = ()
-    download_mb: int | None = None
-    # The paper's tau (cosine above which a known fact is "evoked" by an
-    # episode) depends on the embedder's similarity scale; see models.toml.
-    evoke_threshold: float = 0.70
-
-
-@dataclass(frozen=True)
-class Presets:
-    llms: dict[str, LLMPreset]
-    embedders: dict[str, EmbedderPreset]
-    default_llm: str
-    default_embedder: str
-    sources: tuple[str, ...] = ()
-    default_answer_llm: str | None = None  # None: the model that builds the memory answers too
 
 
 MAX_PRESETS_BYTES = 1 << 20  # a presets file is a few KB; a bigger one is not a presets file, and is not read whole

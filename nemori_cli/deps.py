@@ -17,9 +17,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, TypeVar
 
 from nemori_cli.config import (
-    DEFAULT_N_CTX,
     DEFAULT_WINDOW,
-    LLMPreset,
     Settings,
     api_key_from_env,
     load_presets,
@@ -30,6 +28,7 @@ from nemori_cli.embed.base import Embedder, identity
 from nemori_cli.errors import ConfigError, ModelError, ModelNotInstalled
 from nemori_cli.llm.base import ChatBackend, StructuredLLM
 from nemori_cli.modelfiles import embedder_path, gguf_path
+from nemori_cli.presets import DEFAULT_N_CTX, LLMPreset
 from nemori_cli.store.contract import Store
 
 if TYPE_CHECKING:
@@ -149,7 +148,7 @@ def build_backend(preset: LLMPreset, settings: Settings) -> ChatBackend:
 
 
 def new_memory_defaults(settings: Settings) -> dict:
-    """What a new database takes from the model that builds it (memory/profile.resolve's ``new``): its partition method."""
+    """What a new database takes from the model that builds it (memory/method.resolve's ``new``): its partition method."""
     return {"partition": llm_preset(settings).partition}
 
 
@@ -275,7 +274,7 @@ class Session:
 
     @property
     def mode(self) -> MemoryMode:
-        from nemori_cli.memory.profile import mode_of
+        from nemori_cli.memory.method import mode_of
 
         return mode_of(self.db)
 

@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 
 from nemori_cli import measured
+from nemori_cli.memory import modes
 from nemori_cli.memory.profile import Profile
 from nemori_cli.rates import Rates
 
@@ -68,7 +69,7 @@ class Estimate:
 
 def stages(profile: Profile) -> tuple[str, ...]:
     """The LLM stages an ingest runs with this method (its memory mode says)."""
-    return profile.mode.stages(profile)
+    return modes.for_profile(profile).stages(profile)
 
 
 _PER_EPISODE = {
@@ -107,9 +108,9 @@ def _share(run: tuple[str, ...]) -> tuple[float, float, float]:
 def estimate(messages: int, characters: int, *, window: int, profile: Profile, rates: Rates) -> Estimate:
     """The cost of making episodes of ``messages`` messages holding ``characters`` characters."""
     run = stages(profile)
-    if not profile.mode.makes_episodes:
+    if not modes.for_profile(profile).makes_episodes:
         windows = episodes = 0
-        calls = profile.mode.message_calls(messages)
+        calls = modes.for_profile(profile).message_calls(messages)
     else:
         windows = _windows(messages, window)
         episodes = math.ceil(messages / MESSAGES_PER_EPISODE) if messages else 0

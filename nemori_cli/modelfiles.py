@@ -13,8 +13,9 @@ import os
 import sys
 from pathlib import Path, PurePosixPath
 
-from nemori_cli.config import EmbedderPreset, LLMPreset, api_key_is_set, install_command
+from nemori_cli.config import api_key_is_set, install_command
 from nemori_cli.errors import ModelError, ModelNotInstalled
+from nemori_cli.presets import EmbedderPreset, LLMPreset
 
 _CHUNK = 1 << 20
 

@@ -27,8 +27,8 @@ from typing import Annotated, Any, Literal
 from packaging.requirements import InvalidRequirement, Requirement
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from nemori_cli.config import DEFAULT_N_CTX, EmbedderPreset, LLMPreset
 from nemori_cli.errors import ConfigError
+from nemori_cli.presets import DEFAULT_N_CTX, EmbedderPreset, LLMPreset
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _PACKAGE_DIR = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # an importable top-level name: the folder a package installs

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from nemori_cli import measured, stages
 
 if TYPE_CHECKING:
-    from nemori_cli.config import LLMPreset
+    from nemori_cli.presets import LLMPreset
     from nemori_cli.store.contract import Store
 
 RATES_FILE = "rates.json"

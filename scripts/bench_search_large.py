@@ -238,8 +238,8 @@ def bulk_load_pg(db, users: list[tuple[str, list[str], np.ndarray, datetime]]) -
     from pgvector.psycopg import register_vector
 
     from nemori_cli.domain import IncomingMessage, to_epoch
+    from nemori_cli.store.clock import now_iso
     from nemori_cli.store.messages import keys_for
-    from nemori_cli.store.sqlite import now_iso
 
     raw = db.conn.raw
     register_vector(raw)

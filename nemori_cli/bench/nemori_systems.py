@@ -47,7 +47,7 @@ class NemoriSystem(System):
 
     def for_model(self, partition: str) -> NemoriSystem:
         """This system as `nemori ingest` builds it with a model whose preset cuts episodes by ``partition``."""
-        if not self.profile.mode.makes_episodes or partition == self.profile.partition:
+        if not modes.for_profile(self.profile).makes_episodes or partition == self.profile.partition:
             return self
         twin = NemoriSystem(
             self.name, self.description, replace(self.profile, partition=partition), self.options, notes_only=self.notes_only

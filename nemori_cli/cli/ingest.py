@@ -111,7 +111,7 @@ DryRun = Annotated[
 
 
 def _method(memory, distill, integrate, facts, index, partition=None) -> dict:
-    """The method flags as memory/profile.resolve takes them (None: not given)."""
+    """The method flags as memory/method.resolve takes them (None: not given)."""
     return {
         "memory": memory,
         "distill": distill.value if distill else None,
@@ -124,7 +124,7 @@ def _method(memory, distill, integrate, facts, index, partition=None) -> dict:
 
 def _profile(store, settings, memory, distill, integrate, facts, index, partition=None):
     from nemori_cli.deps import new_memory_defaults
-    from nemori_cli.memory.profile import resolve
+    from nemori_cli.memory.method import resolve
 
     return resolve(store, _method(memory, distill, integrate, facts, index, partition), new=new_memory_defaults(settings))
 

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from nemori_cli.config import LLMPreset, Settings, install_command
+from nemori_cli.config import Settings, install_command
 from nemori_cli.errors import ModelNotInstalled, NemoriError
+from nemori_cli.presets import LLMPreset
 from nemori_cli.store import capabilities
 
 if TYPE_CHECKING:  # for annotations only: the checks must run even where numpy is broken
@@ -45,7 +46,7 @@ def python_version() -> Check:
 
 
 def sqlite_vec() -> Check:
-    """The store's own way in (store/sqlite.py): apsw, then the sqlite-vec extension, in memory."""
+    """The store's own way in (store/sqlite_connection.py): apsw, then the sqlite-vec extension, in memory."""
     try:
         apsw_version, sqlite_version, vec_version = capabilities.sqlite_vec_versions()
     except Exception as e:  # any failure here means the store cannot open; say which

@@ -26,10 +26,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from nemori_cli.config import DEFAULT_N_CTX
 from nemori_cli.errors import LLMOutputError, ModelError
 from nemori_cli.llm.base import ChatMessages, ChatRequest, RawCompletion
 from nemori_cli.llm.prefix_states import PrefixStates, Snapshot, prompt_key
+from nemori_cli.presets import DEFAULT_N_CTX
 
 if TYPE_CHECKING:  # imported when first needed
     from nemori_cli.llm.batched import BatchedDecoder

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from nemori_cli.domain import Backlog
+from nemori_cli.memory import modes
 from nemori_cli.memory.profile import Profile
 from nemori_cli.store import messages as message_sql
 from nemori_cli.store.contract import Store
@@ -61,7 +62,7 @@ Eta = Callable[[Backlog, Profile], tuple[float, str]]
 
 def state(db: Store, user: str, profile: Profile, *, eta: Eta | None = None, worker_pid: int | None = None) -> BuildState:
     """This user's build state; with ``eta``, the time the rest needs."""
-    mode = profile.mode
+    mode = modes.for_profile(profile)
     backlog = mode.backlog(db, user)
     first = mode.first_waiting(db, user) if backlog.messages else None
     through = message_sql.last_before(db, user, first)

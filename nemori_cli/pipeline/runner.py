@@ -10,7 +10,7 @@ whole episodes done and the rest pending, and the next run picks them up.
 The stages after narration run inside that transaction because each decision
 reads what the previous one wrote: a fact distilled from this episode can be
 evoked and consolidated against by the next. Readers are never blocked (WAL);
-a second writer waits for the write lock (store/sqlite.py: WRITE_WAIT_MS).
+a second writer waits for the write lock (store/sqlite_connection.py: WRITE_WAIT_MS).
 
 With ``workers`` above 1 (`ingest --workers N`, an OpenAI-compatible endpoint),
 the calls that read only the messages (the partition of each window, the
@@ -47,6 +47,7 @@ from nemori_cli.embed.base import Embedder, serialized
 from nemori_cli.errors import ModelError
 from nemori_cli.llm.base import CallLog, StructuredLLM
 from nemori_cli.llm.inflight import NeedAnswer, ReplayBackend, RequestSlots, SlotBackend
+from nemori_cli.memory import modes
 from nemori_cli.memory.amem import AmemSettings
 from nemori_cli.memory.consolidate import ConsolidationSettings
 from nemori_cli.memory.mode import NewEpisode, WorkerInputs
@@ -101,7 +102,7 @@ class Pipeline:
         self.db, self.user, self.llm, self.embedder = db, user, llm, serialized(embedder)
         self.window = window
         self.profile = profile
-        self.mode = profile.mode
+        self.mode = modes.for_profile(profile)
         self.partition_settings = replace(partition_settings, method=profile.partition)
         self.integration = integration
         self.continuation_check = integrate.SelfCheck(llm)

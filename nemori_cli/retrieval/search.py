@@ -17,8 +17,8 @@ from datetime import datetime
 
 from nemori_cli.domain import Episode, Hit, to_epoch
 from nemori_cli.embed.base import Embedder
+from nemori_cli.memory.method import mode_of
 from nemori_cli.memory.mode import MemoryMode
-from nemori_cli.memory.profile import mode_of
 from nemori_cli.retrieval import budget
 from nemori_cli.store import episodes as episode_sql
 from nemori_cli.store import facts as fact_sql

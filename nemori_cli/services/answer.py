@@ -60,7 +60,7 @@ def ask(session: Session, user: str, text: str, options: SearchOptions, today: s
     preset, a missing database, a user with no memory (answered at once, no
     model loaded, nothing written), a dead endpoint, a wrong embedder.
     """
-    from nemori_cli.memory.profile import mode_of
+    from nemori_cli.memory.method import mode_of
     from nemori_cli.prompts.answer import NOT_MENTIONED
     from nemori_cli.retrieval.answer import ask as search_road
     from nemori_cli.store import messages as message_sql
@@ -117,7 +117,7 @@ def _core_road(session: Session, user: str, text: str, options: SearchOptions, t
 def prepare_core(session: Session, user: str) -> tuple[Prepared, Core | None]:
     """The core context's KV state computed for the answer model now and saved; ("none", None) for a memory `ask` reads no core of."""
     from nemori_cli import deps
-    from nemori_cli.memory.profile import mode_of
+    from nemori_cli.memory.method import mode_of
     from nemori_cli.retrieval import core_answer
     from nemori_cli.retrieval.core_cache import Prepared
 

@@ -17,6 +17,8 @@ from nemori_cli import measured
 from nemori_cli.config import Settings, load_presets, resolve_embedder, resolve_llm
 from nemori_cli.domain import Backlog, IncomingMessage
 from nemori_cli.estimate import Estimate, estimate
+from nemori_cli.memory import modes
+from nemori_cli.memory.method import describe
 from nemori_cli.memory.profile import Profile
 from nemori_cli.stages import MESSAGE_CHARS_READ
 from nemori_cli.store import messages as message_sql
@@ -60,7 +62,7 @@ def plan(
         stored = message_sql.stored_keys(db, settings.user, list(first)) if db is not None else set()
         changed = message_sql.changed_keys(db, settings.user, incoming, namespace) if db is not None else []
         new = {k: chars for k, chars in first.items() if k not in stored}
-        pending = profile.mode.backlog(db, settings.user) if db is not None else Backlog(0, 0)
+        pending = modes.for_profile(profile).backlog(db, settings.user) if db is not None else Backlog(0, 0)
         model_id = rates.model_id(llm)
         found = rates.best(db, settings.user, model_id, llm.name, cache_dir=settings.cache_dir)
     finally:
@@ -81,7 +83,7 @@ def plan(
         "db_exists": db is not None,
         "user": settings.user,
         "model": model_id,
-        "method": profile.describe(),
+        "method": describe(profile),
         "read": len(incoming),
         "new": len(new),
         "already_stored": len(stored),

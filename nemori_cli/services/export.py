@@ -14,6 +14,7 @@ from nemori_cli.store.contract import Store
 
 def header(store: Store, version: str) -> dict[str, Any]:
     """What a reader sees first: this nemori (``version``), the embedder, and how the memory was built (the restore reads `meta`, not these)."""
+    from nemori_cli.memory.method import describe
     from nemori_cli.memory.profile import stored
 
     profile = stored(store)
@@ -21,7 +22,7 @@ def header(store: Store, version: str) -> dict[str, Any]:
         "nemori": version,
         "embedder": store.embedder_identity(),
         "profile": asdict(profile) if profile else None,
-        "method": profile.describe() if profile else None,
+        "method": describe(profile) if profile else None,
     }
 
 
@@ -47,7 +48,7 @@ class Contents:
 
 def contents(store: Store, user: str) -> Contents:
     """Everything the journal shows, as of one commit."""
-    from nemori_cli.memory.profile import mode_of
+    from nemori_cli.memory.method import mode_of
     from nemori_cli.store import episodes, facts, notes, summaries
 
     with store.snapshot():

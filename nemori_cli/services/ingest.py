@@ -111,7 +111,7 @@ class BuildSpec:
 
     def profile(self, session: Session) -> Profile:
         from nemori_cli import deps
-        from nemori_cli.memory.profile import resolve
+        from nemori_cli.memory.method import resolve
 
         return resolve(session.db, dict(self.method), new=deps.new_memory_defaults(self.settings))
 
@@ -189,7 +189,7 @@ def when_to_build(build: str, *, flush: bool, spec: BuildSpec, incoming: list[In
     if when != "auto":
         return when
     from nemori_cli import deps
-    from nemori_cli.memory.profile import resolve
+    from nemori_cli.memory.method import resolve
     from nemori_cli.services.dry_run import build_seconds
 
     def profile_of(store: Store) -> Profile:
@@ -229,13 +229,14 @@ def store_only(
     """`ingest(build=False)`: stored and indexed, searchable now; the memory is built later."""
     import time
 
+    from nemori_cli.memory import modes
     from nemori_cli.pipeline.intake import store_messages
 
     started = time.perf_counter()
     profile = spec.profile(session)
     added = store_messages(session.db, spec.user, profile, session.embedder, incoming, namespace)
     changed = changed_ids(session, spec.user, incoming, namespace, on_stored)
-    pending = profile.mode.backlog(session.db, spec.user).messages
+    pending = modes.for_profile(profile).backlog(session.db, spec.user).messages
     report = IngestReport(read=len(incoming), added=added, changed=len(changed), pending=pending, seconds=time.perf_counter() - started)
     return IngestResult.of(report, changed)
 
@@ -321,15 +322,16 @@ def build_rounds(
 
 def backlog(session: Session, user: str) -> int:
     """Messages stored but not yet made into memory, by the method the database records."""
-    from nemori_cli.memory.profile import resolve
+    from nemori_cli.memory import modes
+    from nemori_cli.memory.method import resolve
 
-    return resolve(session.db, {}).mode.backlog(session.db, user).messages
+    return modes.for_profile(resolve(session.db, {})).backlog(session.db, user).messages
 
 
 def state(spec: BuildSpec, read: Callable[[], Session], *, eta: bool) -> BuildState:
     """How much of this memory is built; ``read()`` opens the session, and only when the store exists."""
     from nemori_cli import deps
-    from nemori_cli.memory.profile import resolve
+    from nemori_cli.memory.method import resolve
     from nemori_cli.pipeline import built
 
     holder = spec.lock().holder()

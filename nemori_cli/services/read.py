@@ -135,7 +135,7 @@ def messages(store: Store, user: str, *, pending_only: bool = False, limit: int 
 
 def unbuilt(store: Store, user: str) -> list[Message]:
     """The messages not built into the memory yet, oldest first (what that means depends on the memory mode)."""
-    from nemori_cli.memory.profile import mode_of
+    from nemori_cli.memory.method import mode_of
 
     with store.snapshot():
         return mode_of(store).unbuilt(store, user)
@@ -163,7 +163,8 @@ class Stats:
 
 def stats(reading: Reading) -> Stats:
     """What memory holds, how much is built (with the time the rest needs and a running build), and what building cost."""
-    from nemori_cli.memory.profile import mode_of, resolve, stored
+    from nemori_cli.memory.method import describe, mode_of, resolve
+    from nemori_cli.memory.profile import stored
     from nemori_cli.pipeline import built, lock
     from nemori_cli.store import stats as stats_sql
     from nemori_cli.store import telemetry
@@ -180,7 +181,7 @@ def stats(reading: Reading) -> Stats:
         "db_bytes": store.size_bytes(),
         "schema_version": store.schema_version(),
         "embedder": store.embedder_identity(),
-        "profile": profile.describe() if profile else None,
+        "profile": describe(profile) if profile else None,
         "user": u,
         "counts": counts,
         "built": state.as_json(),

@@ -11,8 +11,8 @@ import numpy as np
 from nemori_cli.domain import Episode, Message, to_epoch
 from nemori_cli.store import asof, index
 from nemori_cli.store import messages as message_sql
+from nemori_cli.store.clock import now_iso
 from nemori_cli.store.contract import Row, Store
-from nemori_cli.store.sqlite import now_iso
 
 
 @dataclass(frozen=True)

@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from nemori_cli.errors import StoreError
+from nemori_cli.store.clock import now_iso
 from nemori_cli.store.contract import Store, TableShape
 from nemori_cli.store.messages import PLAN_META_PREFIX
-from nemori_cli.store.sqlite import now_iso
 
 FORMAT = 1  # the export format's version: a reader refuses one it does not know
 

@@ -9,8 +9,8 @@ import numpy as np
 from nemori_cli.domain import Fact
 from nemori_cli.store import asof, index
 from nemori_cli.store.base import children
+from nemori_cli.store.clock import now_iso
 from nemori_cli.store.contract import Row, Store
-from nemori_cli.store.sqlite import now_iso
 
 
 def add(

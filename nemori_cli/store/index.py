@@ -28,6 +28,10 @@ FACT_TEXT = TextIndex("fact_fts", "facts")
 NOTE_TEXT = TextIndex("note_fts", "notes")
 MESSAGE_TEXT = TextIndex("message_fts", "messages")
 
+# Every kind's tables, named alike on both engines (SQLite: vec0 and FTS5; PostgreSQL: pgvector and tsvector).
+VECTOR_TABLES = ("episode_vec", "fact_vec", "note_vec", "message_vec")
+TEXT_TABLES = tuple(t.fts for t in (EPISODE_TEXT, FACT_TEXT, NOTE_TEXT, MESSAGE_TEXT))
+
 
 def vector_search(db: Store, table: str, user: str, query: np.ndarray, k: int, within: Within | None = None) -> list[tuple[int, float]]:
     """(row id, cosine similarity), best first, within one user's partition (and ``within``'s rows)."""

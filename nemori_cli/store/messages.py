@@ -9,8 +9,8 @@ from datetime import datetime
 
 from nemori_cli.domain import Backlog, IncomingMessage, Message, to_epoch
 from nemori_cli.stages import MESSAGE_CHARS_READ
+from nemori_cli.store.clock import now_iso
 from nemori_cli.store.contract import Row, Store
-from nemori_cli.store.sqlite import now_iso
 
 # The meta row that keeps a window's cut until its episodes are written (pipeline/plan.py), one per user:
 # forgotten with the user, and left out of exports (it only lives while a build is part way).

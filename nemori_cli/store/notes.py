@@ -18,8 +18,8 @@ from nemori_cli.domain import Backlog, Note, NoteChange, to_epoch
 from nemori_cli.stages import MESSAGE_CHARS_READ
 from nemori_cli.store import asof, index
 from nemori_cli.store.base import children
+from nemori_cli.store.clock import now_iso
 from nemori_cli.store.contract import Row, Store
-from nemori_cli.store.sqlite import now_iso
 
 _COLUMNS = "id, user_id, content, ts, keywords, tags, context, origin, message_id, episode_id, created_at, updated_at"
 

@@ -38,13 +38,13 @@ from nemori_cli.errors import StoreError
 from nemori_cli.store import pg_tables
 from nemori_cli.store.asof import Within
 from nemori_cli.store.base import StoreBase
+from nemori_cli.store.clock import now_iso
 from nemori_cli.store.contract import Dangling, Row, TableShape
+from nemori_cli.store.index import VECTOR_TABLES
 from nemori_cli.store.pg_connection import PgConnection, first_line
 from nemori_cli.store.pg_migrations import MIGRATIONS
 from nemori_cli.store.target import shown_url
 
-VECTOR_TABLES = ("episode_vec", "fact_vec", "note_vec", "message_vec")
-TEXT_TABLES = ("episode_fts", "fact_fts", "note_fts", "message_fts")
 # Every vector table has an HNSW index (pgvector, cosine). A search uses it
 # once the table holds HNSW_MIN_ROWS vectors (PostgreSQL's estimate), asking it
 # for HNSW_CANDIDATES nearest of every user and keeping the user's: a user
@@ -118,8 +118,6 @@ class PgStore(StoreBase):
         # store partway made (a read-only open, such as the dry run that
         # `ingest --build auto` runs, once read `meta` before its table existed).
         # An upgrade is likewise all or nothing.
-        from nemori_cli.store.sqlite import now_iso
-
         newest = max(m[0] for m in MIGRATIONS)
         with self.transaction():
             self.conn.execute(f"SELECT pg_advisory_xact_lock({_STORE_LOCK})")

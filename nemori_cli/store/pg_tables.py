@@ -8,12 +8,8 @@ engines either way.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from nemori_cli.store.contract import Dangling, TableShape
-
-if TYPE_CHECKING:
-    from nemori_cli.store.pg import PgStore
+from nemori_cli.store.contract import Dangling, Store, TableShape
+from nemori_cli.store.index import TEXT_TABLES, VECTOR_TABLES
 
 FILE_LEVEL = ("meta", "schema_migrations")  # in an export's header, not rows
 
@@ -22,9 +18,7 @@ def _q(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def user_tables(db: PgStore) -> list[TableShape]:
-    from nemori_cli.store.pg import TEXT_TABLES, VECTOR_TABLES
-
+def user_tables(db: Store) -> list[TableShape]:
     names = [
         r["name"]
         for r in db.query(
@@ -65,11 +59,11 @@ def user_tables(db: PgStore) -> list[TableShape]:
     return shapes
 
 
-def defer_foreign_keys(db: PgStore) -> None:
+def defer_foreign_keys(db: Store) -> None:
     db.conn.execute("SET CONSTRAINTS ALL DEFERRED")
 
 
-def dangling_reference(db: PgStore) -> Dangling | None:
+def dangling_reference(db: Store) -> Dangling | None:
     try:
         db.conn.execute("SET CONSTRAINTS ALL IMMEDIATE")  # every deferred reference checked now
     except db.errors as e:

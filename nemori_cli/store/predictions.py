@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 
 from nemori_cli.domain import PredictionRecord
+from nemori_cli.store.clock import now_iso
 from nemori_cli.store.contract import Store
-from nemori_cli.store.sqlite import now_iso
 
 SCHEMA = 7  # the schema version that began keeping the record
 

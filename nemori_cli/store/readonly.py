@@ -23,11 +23,11 @@ from pathlib import Path
 from urllib.parse import quote
 
 import apsw
-import sqlite_vec
 
 from nemori_cli.errors import StoreError
 from nemori_cli.store.migrations import MIGRATIONS
-from nemori_cli.store.sqlite import BUSY_TIMEOUT_MS, SqliteStore, _dict_rows
+from nemori_cli.store.sqlite import SqliteStore
+from nemori_cli.store.sqlite_connection import prepare
 
 
 class ReadOnlySqliteStore(SqliteStore):
@@ -42,12 +42,8 @@ class ReadOnlySqliteStore(SqliteStore):
         uri = f"file:{quote(str(self.path.resolve()))}?{mode}"
         try:
             self.conn = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
-            self.conn.set_busy_timeout(BUSY_TIMEOUT_MS)
-            self.conn.row_trace = _dict_rows
             # sqlite-vec too: a read command on a file it may not write (a read-only folder) still searches vectors.
-            self.conn.enable_load_extension(True)
-            self.conn.load_extension(sqlite_vec.loadable_path())
-            self.conn.enable_load_extension(False)
+            prepare(self.conn)
             version = self.schema_version()
         except apsw.NotADBError:
             raise StoreError(f"{self.path} is not a SQLite database") from None

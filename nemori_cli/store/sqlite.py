@@ -18,40 +18,22 @@ go on writing to unseen.
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import apsw
 import numpy as np
-import sqlite_vec
-from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_random_exponential
 
 from nemori_cli.errors import StoreError
-from nemori_cli.store import sqlite_tables
+from nemori_cli.store import sqlite_connection, sqlite_migrate, sqlite_tables, sqlite_vector_tables
 from nemori_cli.store.asof import Within
 from nemori_cli.store.base import StoreBase
-from nemori_cli.store.contract import Dangling, Row, TableShape
-from nemori_cli.store.migrations import MIGRATIONS
+from nemori_cli.store.contract import Dangling, TableShape
+from nemori_cli.store.index import TEXT_TABLES
+from nemori_cli.store.sqlite_connection import BUSY_TIMEOUT_MS, io_reason, prepare, use_wal, writing
 from nemori_cli.store.sqlite_files import foreign_error, refuse_unusable
 from nemori_cli.store.sqlite_vectors import QuantisedSearch
-
-BUSY_TIMEOUT_MS = 10_000
-# A writer holds the lock through one episode's model calls (seconds to a
-# minute with a CPU model), so another writer waits long before giving up.
-WRITE_WAIT_MS = 600_000
-VECTOR_TABLES = ("episode_vec", "fact_vec", "note_vec", "message_vec")
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-def _dict_rows(cursor: apsw.Cursor, row: tuple[Any, ...]) -> Row:
-    return {d[0]: v for d, v in zip(cursor.get_description(), row)}
 
 
 class SqliteStore(StoreBase):
@@ -81,19 +63,15 @@ class SqliteStore(StoreBase):
             self.conn = apsw.Connection(str(self.path))
         except apsw.Error as e:
             raise StoreError(f"cannot open database {self.path}: {e}") from None
-        self.conn.set_busy_timeout(BUSY_TIMEOUT_MS)
-        self.conn.row_trace = _dict_rows
-        self.conn.enable_load_extension(True)
-        self.conn.load_extension(sqlite_vec.loadable_path())
-        self.conn.enable_load_extension(False)
+        prepare(self.conn)
         try:
             if not memory and self.path.stat().st_size > 0 and not self._is_nemori():
                 self.conn.close()
                 raise foreign_error(self.path)
-            self._use_wal()
+            use_wal(self.conn, self.path)
             self.conn.execute("PRAGMA foreign_keys = ON")
-            self._migrate()
-            self._ensure_vector_tables()
+            sqlite_migrate.migrate(self, self._schema)
+            sqlite_vector_tables.ensure(self)
         except apsw.NotADBError:
             raise StoreError(f"{self.path} is not a SQLite database") from None
         except apsw.BusyError:
@@ -102,35 +80,12 @@ class SqliteStore(StoreBase):
         except (apsw.ReadOnlyError, apsw.CantOpenError) as e:
             raise StoreError(f"{self.path} cannot be written ({e}); nemori needs write access to the file and its folder") from None
         except (apsw.FullError, apsw.IOError) as e:
-            reason = self._io_reason(e)
+            reason = io_reason(self.conn, e)
             self.conn.close()
             raise StoreError(f"{self.path} cannot be opened for writing ({reason}): free space and rerun") from None
         if not memory:
             opened = self.path.stat()
             self._identity = (opened.st_dev, opened.st_ino)
-
-    def _use_wal(self) -> None:
-        """Switch a new file to WAL; two processes making the same new file both try it at once.
-
-        Switching needs the exclusive lock. When both connections hold a read
-        lock and each wants it, SQLite answers BUSY at once without calling the
-        busy handler (waiting could never end), so the busy timeout does not
-        help: CI saw two writers on one new file end in a traceback. Retrying
-        after a short random pause lets one win; the other then finds WAL set.
-        """
-        if str(self.path) == ":memory:":
-            self.conn.execute("PRAGMA journal_mode = WAL")
-            return
-        for attempt in Retrying(
-            retry=retry_if_exception_type(apsw.BusyError),
-            wait=wait_random_exponential(multiplier=0.02, max=0.5),
-            stop=stop_after_delay(BUSY_TIMEOUT_MS / 1000),
-            reraise=True,
-        ):
-            with attempt:
-                mode = self.conn.execute("PRAGMA journal_mode").fetchone()
-                if not mode or next(iter(mode.values())) != "wal":
-                    self.conn.execute("PRAGMA journal_mode = WAL")
 
     def _is_nemori(self) -> bool:
         """Whether this file holds nemori's schema (or nothing at all yet)."""
@@ -151,8 +106,8 @@ class SqliteStore(StoreBase):
             raise RuntimeError("a write inside SqliteStore.snapshot(): take the snapshot after the unit of work, or outside it")
         if not self.conn.in_transaction:
             self._still_there()
-            with self._writing():
-                self.conn.set_busy_timeout(WRITE_WAIT_MS)
+            with writing(self.conn, self.path):
+                self.conn.set_busy_timeout(sqlite_connection.WRITE_WAIT_MS)
                 try:
                     self.conn.execute("BEGIN IMMEDIATE")
                 finally:
@@ -211,30 +166,6 @@ class SqliteStore(StoreBase):
                 "nothing more was written to it: put it back, or give another --db, and rerun"
             )
 
-    def _io_reason(self, e: apsw.Error) -> str:
-        """'File too large, SQLITE_IOERR_WRITE': the system's reason, when SQLite kept it, and SQLite's code."""
-        extended = getattr(e, "extendedresult", None)
-        code = (apsw.mapping_extended_result_codes.get(extended, "") if extended is not None else "") or type(e).__name__
-        errno = self.conn.system_errno
-        return f"{os.strerror(errno)}, {code}" if errno else f"disk I/O error, {code}"
-
-    @contextmanager
-    def _writing(self, undone: str = "this unit of work was rolled back") -> Iterator[None]:
-        """SQLite's refusals of a write, as one line each (the transaction is rolled back by then)."""
-        try:
-            yield
-        except apsw.BusyError:
-            raise StoreError(
-                f"{self.path} stayed locked by another writer for {WRITE_WAIT_MS // 1000} s; nothing of this unit was written: rerun to resume"
-            ) from None
-        except apsw.ReadOnlyError:
-            raise StoreError(f"{self.path} is read-only; nothing was written") from None
-        except apsw.FullError:
-            raise StoreError(f"the disk holding {self.path} is full; {undone}: free space and rerun to resume") from None
-        except apsw.IOError as e:
-            # A write the system refused: ENOSPC mid-write, a quota, a file-size limit (EFBIG), a failing disk.
-            raise StoreError(f"writing {self.path} failed ({self._io_reason(e)}); {undone}: free space and rerun to resume") from None
-
     def checkpoint(self) -> bool:
         """Fold the write-ahead log into the file: reads after a big ingest stay fast.
 
@@ -242,7 +173,7 @@ class SqliteStore(StoreBase):
         folded in (after the busy timeout): the file then still holds pages
         from before the last commits, which matters only to forget.
         """
-        with self._writing(f"everything committed is kept in {self.path.name}-wal"):
+        with writing(self.conn, self.path, f"everything committed is kept in {self.path.name}-wal"):
             row = self.one("PRAGMA wal_checkpoint(TRUNCATE)")
         return not row or (row["busy"] == 0 and row["log"] == row["checkpointed"])
 
@@ -259,39 +190,6 @@ class SqliteStore(StoreBase):
         return self.path.stat().st_size if str(self.path) != ":memory:" else 0
 
     # -- schema -----------------------------------------------------------
-    def _migrate(self) -> None:
-        """Apply the migrations this file lacks, each with its record in one transaction; an up-to-date file is only read."""
-        newest_known = max(m[0] for m in MIGRATIONS)
-        wanted = [m for m in MIGRATIONS if self._schema is None or m[0] <= self._schema]
-        if self._applied() and max(self._applied()) >= newest_known:
-            if max(self._applied()) > newest_known:
-                raise StoreError(f"{self.path} was written by a newer nemori (schema {max(self._applied())}); upgrade nemori")
-            return
-        with self.transaction():
-            self.conn.execute(
-                "CREATE TABLE IF NOT EXISTS schema_migrations ( id INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
-            )
-        for number, name, sql in wanted:
-            try:
-                with (
-                    self.transaction()
-                ):  # the migration and its record, together; read again under the lock (another process may have run it)
-                    if number in self._applied():
-                        continue
-                    self.conn.execute(sql)
-                    self.conn.execute(
-                        "INSERT INTO schema_migrations(id, name, applied_at) VALUES (?, ?, ?)",
-                        (number, name, now_iso()),
-                    )
-            except (apsw.SQLError, apsw.ConstraintError) as e:
-                raise StoreError(
-                    f"{self.path}: upgrading to schema {number} ({name}) failed ({e}); the file is unchanged at schema {number - 1}"
-                ) from None
-
-    def _applied(self) -> set[int]:
-        exists = self.one("SELECT 1 AS x FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'")
-        return {r["id"] for r in self.query("SELECT id FROM schema_migrations")} if exists else set()
-
     def schema_version(self) -> int:
         row = self.one("SELECT max(id) AS v FROM schema_migrations")
         return int(row["v"]) if row and row["v"] is not None else 0
@@ -307,73 +205,19 @@ class SqliteStore(StoreBase):
             self.set_meta("embedder", identity)
 
     def _create_vector_tables(self, dimensions: int) -> None:
+        """The vector tables for this width (store/sqlite_vector_tables.py); what this connection knew of them is read anew."""
         self._quantised = None
         self._bits_tables = None
-        for table in VECTOR_TABLES:
-            self.conn.execute(
-                f"CREATE VIRTUAL TABLE IF NOT EXISTS {table} USING vec0("
-                f" user_id TEXT PARTITION KEY,"
-                f" embedding float[{int(dimensions)}] distance_metric=cosine)"
-            )
-            # The quantised copy: sign bits to scan, the float vector beside them
-            # (an auxiliary column, a rowid lookup) to rescore the candidates.
-            # Its name starts with the float table's, so export skips it as that
-            # table's storage; it is rebuilt from the float table when out of step.
-            # Sign bits pack eight to a byte: a width that is not a multiple of 8 keeps the exact scan only.
-            if int(dimensions) % 8:
-                continue
-            self.conn.execute(
-                f"CREATE VIRTUAL TABLE IF NOT EXISTS {table}_bits USING vec0("
-                f" user_id TEXT PARTITION KEY, embedding bit[{int(dimensions)}], +vector BLOB)"
-            )
-
-    def _ensure_vector_tables(self) -> None:
-        """A file bound before a newer vector table existed gets it now; a quantised table out of step with its float one is rebuilt."""
-        identity = self.embedder_identity()
-        if identity is None:
-            return
-        dimensions = int(identity.rsplit(":", 1)[1])
-        existing = {r["name"] for r in self.query("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        wanted = set(VECTOR_TABLES) | ({f"{t}_bits" for t in VECTOR_TABLES} if dimensions % 8 == 0 else set())
-        stale = [t for t in VECTOR_TABLES if f"{t}_bits" in existing and self._rows(t) != self._rows(f"{t}_bits")]
-        if not wanted <= existing or stale:
-            with self.transaction():
-                self._create_vector_tables(dimensions)
-                for table in VECTOR_TABLES:
-                    if dimensions % 8 == 0 and (f"{table}_bits" not in existing or table in stale):
-                        self._fill_bits(table)
-
-    def _rows(self, table: str) -> int:
-        """How many vectors a vec0 table holds (from its rowid map, a plain B-tree count)."""
-        return int(self.scalar(f'SELECT count(*) AS n FROM "{table}_rowids"'))
-
-    def _fill_bits(self, table: str) -> None:
-        """(Re)build a quantised table from its float table (a file of an older nemori, or restored from an export)."""
-        self.conn.execute(f"DELETE FROM {table}_bits")
-        self.conn.execute(
-            f"INSERT INTO {table}_bits(rowid, user_id, embedding, vector)"
-            f" SELECT rowid, user_id, vec_quantize_binary(embedding), embedding FROM {table}"
-        )
+        sqlite_vector_tables.create(self.conn, dimensions)
 
     def insert_vector(self, table: str, rowid: int, user: str, embedding: bytes | np.ndarray | Sequence[float]) -> None:
         """One row's vector, into the float table and its quantised copy (``embedding``: float32 bytes or an array)."""
         blob = embedding if isinstance(embedding, bytes) else np.asarray(embedding, dtype=np.float32).tobytes()
-        self.conn.execute(f"INSERT INTO {table}(rowid, user_id, embedding) VALUES (?, ?, ?)", (rowid, user, blob))
-        if not self._has_bits(table):
-            return
-        self.conn.execute(
-            f"INSERT INTO {table}_bits(rowid, user_id, embedding, vector) VALUES (?, ?, vec_quantize_binary(?), ?)",
-            (rowid, user, blob, blob),
-        )
+        sqlite_vector_tables.insert(self.conn, table, rowid, user, blob, bits=self._has_bits(table))
 
     def delete_vectors(self, table: str, ids: Iterable[int]) -> int:
         """Drop rows' vectors from the float table and its quantised copy (one at a time: vec0 point lookups); how many float rows went."""
-        before = self.conn.total_changes()
-        self.conn.executemany(f"DELETE FROM {table} WHERE rowid = ?", [(i,) for i in ids])
-        gone = self.conn.total_changes() - before
-        if self._has_bits(table):
-            self.conn.executemany(f"DELETE FROM {table}_bits WHERE rowid = ?", [(i,) for i in ids])
-        return gone
+        return sqlite_vector_tables.delete(self.conn, table, ids, bits=self._has_bits(table))
 
     _quantised: QuantisedSearch | None = None  # made on the first search, anew when the vector tables are made
 
@@ -388,9 +232,7 @@ class SqliteStore(StoreBase):
 
     def _has_bits(self, table: str) -> bool:
         if self._bits_tables is None:
-            self._bits_tables = {
-                r["name"] for r in self.query("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE '%\\_bits' ESCAPE '\\'")
-            }
+            self._bits_tables = sqlite_vector_tables.bits_tables(self)
         return f"{table}_bits" in self._bits_tables
 
     # -- search: what each engine says its own way (store/pg.py has the other) --
@@ -494,7 +336,7 @@ class SqliteStore(StoreBase):
 
     def compact_text_indexes(self) -> None:
         """Rewrite each FTS5 index, so no segment keeps a deleted row's terms."""
-        for fts in TEXT_INDEXES:
+        for fts in TEXT_TABLES:
             self.conn.execute(f"INSERT INTO {fts}({fts}) VALUES ('optimize')")
 
     def vacuum(self) -> bool:
@@ -504,9 +346,6 @@ class SqliteStore(StoreBase):
         except apsw.BusyError:
             return False
         return True
-
-
-TEXT_INDEXES = ("episode_fts", "fact_fts", "note_fts", "message_fts")
 
 
 def _any_of(words: list[str]) -> str:

@@ -10,13 +10,9 @@ carries.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 from nemori_cli.errors import StoreError
-from nemori_cli.store.contract import Dangling, TableShape
-
-if TYPE_CHECKING:
-    from nemori_cli.store.sqlite import SqliteStore
+from nemori_cli.store.contract import Dangling, Store, TableShape
 
 FILE_LEVEL = ("meta", "schema_migrations")  # in an export's header, not rows
 _DERIVED_MODULES = ("fts5vocab",)  # computed from another table on every read
@@ -29,11 +25,11 @@ def _q(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def plain_tables(db: SqliteStore) -> list[str]:
+def plain_tables(db: Store) -> list[str]:
     return [r["name"] for r in db.query("SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE 'CREATE VIRTUAL%'")]
 
 
-def user_tables(db: SqliteStore) -> list[TableShape]:
+def user_tables(db: Store) -> list[TableShape]:
     master = db.query("SELECT name, sql FROM sqlite_master WHERE type = 'table' ORDER BY rowid")
     virtual = {r["name"]: m.group(1).lower() for r in master if (m := _VIRTUAL.match(r["sql"] or ""))}
     shadows = _shadow_tables(db, list(virtual))
@@ -57,14 +53,14 @@ def _skipped(name: str, virtual: dict[str, str], shadows: set[str]) -> bool:
     )
 
 
-def _shadow_tables(db: SqliteStore, virtual: list[str]) -> set[str]:
+def _shadow_tables(db: Store, virtual: list[str]) -> set[str]:
     """A virtual table's storage: what SQLite calls shadow tables, and (for a module that does not say) any table named after it."""
     names = {r["name"] for r in db.query("SELECT name FROM pragma_table_list WHERE type = 'shadow'")}
     others = [r["name"] for r in db.query("SELECT name FROM sqlite_master WHERE type = 'table'")]
     return names | {n for n in others for v in virtual if n.startswith(v + "_") and n not in virtual}
 
 
-def _shape(db: SqliteStore, name: str, sql: str, module: str | None) -> TableShape:
+def _shape(db: Store, name: str, sql: str, module: str | None) -> TableShape:
     info = db.query("SELECT name, type, pk FROM pragma_table_info(?) ORDER BY cid", (name,))
     columns = tuple(c["name"] for c in info)
     references = tuple(
@@ -82,11 +78,11 @@ def _shape(db: SqliteStore, name: str, sql: str, module: str | None) -> TableSha
     return TableShape(name, "rows", columns, references, rowid=not aliased, order="ORDER BY rowid")
 
 
-def defer_foreign_keys(db: SqliteStore) -> None:
+def defer_foreign_keys(db: Store) -> None:
     db.conn.execute("PRAGMA defer_foreign_keys = ON")
 
 
-def dangling_reference(db: SqliteStore) -> Dangling | None:
+def dangling_reference(db: Store) -> Dangling | None:
     for r in db.query("PRAGMA foreign_key_check"):
         return Dangling(f"a row of {r['table']} refers to a row of {r['parent']}", r["table"], r["rowid"], r["parent"])
     return None

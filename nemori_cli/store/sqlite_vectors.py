@@ -14,13 +14,9 @@ tests/unit/test_vector_index.py fails loudly when a new version changes it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
-if TYPE_CHECKING:
-    from nemori_cli.store.contract import Row
-    from nemori_cli.store.sqlite import SqliteStore
+from nemori_cli.store.contract import Row, Store
 
 QUANTISED_MIN_ROWS = 5_000
 QUANTISED_OVERSAMPLE = 20
@@ -32,7 +28,7 @@ _POPCOUNT = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).sum(a
 class QuantisedSearch:
     """One store's sign-bit search; remembers, per quantised table, how its vec0 storage is laid out."""
 
-    def __init__(self, store: SqliteStore):
+    def __init__(self, store: Store):
         self._store = store
         # per quantised table: True, laid out as read below; False, another layout (vec0's KNN then);
         # None, no such table (a file opened read-only before its upgrade)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from nemori_cli.store import asof
+from nemori_cli.store.clock import now_iso
 from nemori_cli.store.contract import Row, Store
-from nemori_cli.store.sqlite import now_iso
 
 
 def history(db: Store, user: str) -> list[Row]:

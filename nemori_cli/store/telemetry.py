@@ -6,8 +6,8 @@ from typing import TypedDict
 
 from nemori_cli import stages
 from nemori_cli.domain import CallRecord, EventRecord
+from nemori_cli.store.clock import now_iso
 from nemori_cli.store.contract import Row, Store
-from nemori_cli.store.sqlite import now_iso
 
 
 def write(db: Store, user: str, calls: list[CallRecord], events: list[EventRecord]) -> None:

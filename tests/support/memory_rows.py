@@ -14,7 +14,7 @@ from nemori_cli.store import episodes as episode_sql
 from nemori_cli.store import facts as fact_sql
 from nemori_cli.store import messages as message_sql
 from nemori_cli.store import telemetry
-from nemori_cli.store.sqlite import now_iso
+from nemori_cli.store.clock import now_iso
 from tests.conftest import make_messages
 
 _start = iter(datetime(2023, 5, 8) + timedelta(days=i) for i in range(10**4))

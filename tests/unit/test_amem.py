@@ -11,7 +11,8 @@ from nemori_cli.domain import IncomingMessage
 from nemori_cli.errors import ConfigError, StoreError
 from nemori_cli.memory import modes
 from nemori_cli.memory.amem import Amem, AmemSettings, NoteSource
-from nemori_cli.memory.profile import Profile, resolve
+from nemori_cli.memory.method import resolve
+from nemori_cli.memory.profile import Profile
 from nemori_cli.pipeline.runner import Pipeline
 from nemori_cli.prompts import amem as prompt
 from nemori_cli.retrieval.search import SearchOptions, search

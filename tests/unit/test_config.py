@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from nemori_cli import config, deps
-from nemori_cli.config import LLMPreset, Settings
+from nemori_cli.config import Settings
 from nemori_cli.errors import ConfigError
+from nemori_cli.presets import LLMPreset
 from nemori_cli.store.engines import parse_target
 
 

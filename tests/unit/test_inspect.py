@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from nemori_cli.embed.base import identity
 from nemori_cli.errors import StoreError
-from nemori_cli.memory import profile
+from nemori_cli.memory import method, profile
 from nemori_cli.store import messages as message_sql
 from nemori_cli.store import notes as note_sql
 from nemori_cli.store import stats, summaries
@@ -38,7 +38,7 @@ def _note(db, embedder, user, message, **attrs) -> int:
 def _amem_user(db, embedder, user="u") -> list[int]:
     """Four messages, three of them noted; N1-N2 and N1-N3 linked; N3's arrival evolved N1."""
     with db.transaction():
-        profile.record(db, profile.resolve(db, {"memory": "amem"}))
+        profile.record(db, method.resolve(db, {"memory": "amem"}))
         message_sql.insert_messages(db, user, make_messages(4, topic="amem"))
         msgs = message_sql.pending(db, user)
         ids = [_note(db, embedder, user, m) for m in msgs[:3]]

@@ -42,7 +42,8 @@ from nemori_cli.embed.fake import FakeEmbedder
 from nemori_cli.errors import StoreError
 from nemori_cli.llm.base import StructuredLLM
 from nemori_cli.llm.fake import FakeBackend
-from nemori_cli.memory.profile import resolve
+from nemori_cli.memory import modes
+from nemori_cli.memory.method import resolve
 from nemori_cli.pipeline.runner import Pipeline
 from nemori_cli.retrieval.answer import ask
 from nemori_cli.retrieval.search import PROFILES, SearchOptions, search
@@ -110,7 +111,7 @@ class Run:
             Person(f"user-{i}", MARKERS[i], SqliteStore(self.path), datetime(2023, 5, 8, 9, 0) + timedelta(hours=i)) for i in range(n_users)
         ]
         self.profile = resolve(self.people[0].db, {"memory": mode})
-        self.mode = self.profile.mode
+        self.mode = modes.for_profile(self.profile)
         self.views = {p.name: view(p.db, p.name, self.mode) for p in self.people}
 
     def close(self) -> None:

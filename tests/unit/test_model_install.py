@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from nemori_cli import deps, model_install
-from nemori_cli.config import LLMPreset, Settings
+from nemori_cli.config import Settings
 from nemori_cli.errors import ConfigError, ModelError, ModelNotInstalled
 from nemori_cli.modelfiles import gguf_path
+from nemori_cli.presets import LLMPreset
 from nemori_cli.store.engines import parse_target
 
 

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from nemori_cli.errors import ConfigError
+from nemori_cli.memory import method
 from nemori_cli.memory import profile as profiles
 from nemori_cli.memory.profile import Profile
 from nemori_cli.pipeline.runner import Pipeline
@@ -31,25 +32,25 @@ def build(db, llm, backend, embedder, profile, facts=(("Ann owns a sailing boat.
 
 def test_the_first_run_records_the_profile_and_later_runs_inherit_it(db):
     assert profiles.stored(db) is None
-    chosen = profiles.resolve(db, {"memory": "naive-rag", "integrate": False})
+    chosen = method.resolve(db, {"memory": "naive-rag", "integrate": False})
     with db.transaction():
         profiles.record(db, chosen)
-    assert profiles.resolve(db, {}) == chosen == Profile(memory="naive-rag", facts=True, integrate=False)
-    assert profiles.resolve(db, {"memory": "naive-rag"}) == chosen  # repeating a flag is fine
+    assert method.resolve(db, {}) == chosen == Profile(memory="naive-rag", facts=True, integrate=False)
+    assert method.resolve(db, {"memory": "naive-rag"}) == chosen  # repeating a flag is fine
 
 
 def test_mixing_methods_is_refused_with_both_named(db):
     with db.transaction():
-        profiles.record(db, profiles.resolve(db, {}))
+        profiles.record(db, method.resolve(db, {}))
     with pytest.raises(ConfigError) as e:
-        profiles.resolve(db, {"distill": "direct"})
+        method.resolve(db, {"distill": "direct"})
     assert "--distill prediction" in e.value.message and "--distill direct" in e.value.message
 
 
 def test_summary_mode_cannot_also_keep_facts(db):
-    assert profiles.resolve(db, {"memory": "summary"}).facts is False
+    assert method.resolve(db, {"memory": "summary"}).facts is False
     with pytest.raises(ConfigError):
-        profiles.resolve(db, {"memory": "summary", "facts": True})
+        method.resolve(db, {"memory": "summary", "facts": True})
 
 
 def test_summary_mode_keeps_versions_and_no_facts_and_retrieval_shows_it(db, llm, backend, embedder):
@@ -127,25 +128,25 @@ def test_the_api_and_the_memory_help_name_exactly_the_memory_modes():
 def test_a_new_database_takes_the_presets_partition_and_keeps_it(db):
     import json
 
-    assert profiles.resolve(db, {}, new={"partition": "similarity"}).partition == "similarity"
-    assert profiles.resolve(db, {"partition": "model"}, new={"partition": "similarity"}).partition == "model"  # a flag wins
-    chosen = profiles.resolve(db, {}, new={"partition": "similarity"})
+    assert method.resolve(db, {}, new={"partition": "similarity"}).partition == "similarity"
+    assert method.resolve(db, {"partition": "model"}, new={"partition": "similarity"}).partition == "model"  # a flag wins
+    chosen = method.resolve(db, {}, new={"partition": "similarity"})
     with db.transaction():
         profiles.record(db, chosen)
     # Later runs inherit it, whatever the model now prefers; a flag that disagrees is refused.
-    assert profiles.resolve(db, {}, new={"partition": "model"}).partition == "similarity"
+    assert method.resolve(db, {}, new={"partition": "model"}).partition == "similarity"
     with pytest.raises(ConfigError, match="--partition similarity.*--partition model"):
-        profiles.resolve(db, {"partition": "model"})
+        method.resolve(db, {"partition": "model"})
     # A database recorded before the choice existed was cut by the model, and stays so.
     with db.transaction():
         old = {k: v for k, v in json.loads(db.get_meta(profiles.META_KEY)).items() if k != "partition"}
         db.set_meta(profiles.META_KEY, json.dumps(old))
-    assert profiles.resolve(db, {}, new={"partition": "similarity"}).partition == "model"
+    assert method.resolve(db, {}, new={"partition": "similarity"}).partition == "model"
 
 
 def test_an_unknown_partition_is_refused(db):
     with pytest.raises(ConfigError, match="--partition 'topics': expected one of model, similarity"):
-        profiles.resolve(db, {"partition": "topics"})
+        method.resolve(db, {"partition": "topics"})
 
 
 @pytest.mark.parametrize("how", ["model", "similarity"])

@@ -27,7 +27,8 @@ import pytest
 from nemori_cli.embed.fake import FakeEmbedder
 from nemori_cli.llm.base import StructuredLLM
 from nemori_cli.llm.fake import FakeBackend
-from nemori_cli.memory.profile import resolve
+from nemori_cli.memory import modes
+from nemori_cli.memory.method import resolve
 from nemori_cli.pipeline.runner import Pipeline
 from nemori_cli.retrieval.search import PROFILES, SearchOptions, search
 from nemori_cli.store import episodes as episode_sql
@@ -157,7 +158,7 @@ def test_readers_during_an_ingest_see_whole_units_and_a_forget_waits(tmp_path, m
         n = 0
         try:
             while not done.is_set() or n < 2:
-                problems, counts = read_once(db, profile.mode, embedder)
+                problems, counts = read_once(db, modes.for_profile(profile), embedder)
                 seen.extend(f"reader {index}: {p}" for p in problems)
                 if last is not None:
                     shrunk = [k for k in GROWING if counts[k] < last[k]]

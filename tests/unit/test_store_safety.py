@@ -19,8 +19,7 @@ import pytest
 from nemori_cli.embed.base import identity
 from nemori_cli.errors import StoreError
 from nemori_cli.store import messages as message_sql
-from nemori_cli.store import sqlite as db_module
-from nemori_cli.store import sqlite_files
+from nemori_cli.store import sqlite_connection, sqlite_files
 from nemori_cli.store.sqlite import SqliteStore
 from tests.conftest import REPO, make_messages, sqlite_only
 
@@ -181,7 +180,7 @@ def test_a_second_writer_waits_for_the_first_instead_of_failing(tmp_path, embedd
 def test_a_writer_locked_out_too_long_gets_one_line_and_writes_nothing(tmp_path, monkeypatch):
     path = tmp_path / "m.db"
     holder, waiter = SqliteStore(path), SqliteStore(path)
-    monkeypatch.setattr(db_module, "WRITE_WAIT_MS", 200)
+    monkeypatch.setattr(sqlite_connection, "WRITE_WAIT_MS", 200)
     holder.conn.execute("BEGIN IMMEDIATE")
     with pytest.raises(StoreError, match="locked by another writer"), waiter.transaction():
         message_sql.insert_messages(waiter, "u", make_messages(2))

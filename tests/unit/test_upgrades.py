@@ -6,7 +6,7 @@ import apsw
 import pytest
 
 from nemori_cli.errors import StoreError
-from nemori_cli.store import sqlite as db_module
+from nemori_cli.store import sqlite_migrate
 from nemori_cli.store.migrations import MIGRATIONS
 from nemori_cli.store.sqlite import SqliteStore
 from tests.support.old_files import old_file
@@ -55,7 +55,7 @@ def test_a_failing_migration_leaves_the_file_at_the_version_before(tmp_path, mon
     old_file(path, NEWEST)
     before = _rows(path)
     broken = (NEWEST + 1, "a migration that fails halfway", "CREATE TABLE half_made(x); INSERT INTO no_such_table VALUES (1);")
-    monkeypatch.setattr(db_module, "MIGRATIONS", [*MIGRATIONS, broken])
+    monkeypatch.setattr(sqlite_migrate, "MIGRATIONS", [*MIGRATIONS, broken])
     with pytest.raises(StoreError, match=f"unchanged at schema {NEWEST}"):
         SqliteStore(path, create=False)
     conn = apsw.Connection(str(path))

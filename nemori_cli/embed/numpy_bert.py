@@ -1,10 +1,11 @@
 """A question's vector from a BERT sentence-transformers folder (all-MiniLM-L6-v2's family), in float32 numpy.
 
 Why hand-written: a fresh `nemori ask` has 3 seconds, and it must embed the question. Importing
-sentence-transformers cost about 6.5 s on the reference machine (torch 2.2 s, then transformers,
-scikit-learn...), twice the whole budget, before one token is read. This module needs only what imports
-in a few hundredths of a second beside numpy: `tokenizers` (the same fast tokenizer, from the folder's
-tokenizer.json) and `safetensors` (the same weights). The model itself is small and fixed: embeddings,
+sentence-transformers took 5.1-6.5 s on a 2-core machine (torch alone 1.3-2.2 s, then transformers,
+scikit-learn...), and a fresh process from start to one question's vector 7.5 s: more than twice the
+whole budget, before one token is read. This module needs only what imports in a few hundredths of a
+second beside numpy: `tokenizers` (the same fast tokenizer, from the folder's tokenizer.json) and
+`safetensors` (the same weights); the same fresh process takes 0.34 s (scripts/query_embed_speed.py). The model itself is small and fixed: embeddings,
 LayerNorm, N encoder layers, mean pooling, L2 norm; tests/integration/test_query_embed.py holds its
 vectors to sentence-transformers' own (cosine >= 0.99999). Anything else in a folder (another pooling,
 an extra module, another architecture) makes `supports` say no, and sentence-transformers embeds.

@@ -167,12 +167,14 @@ def endpoint(preset: LLMPreset) -> Check:
 
 
 def embedder(settings: Settings, build: Callable[[Settings], Embedder]) -> tuple[Check, Embedder | None]:
-    """Load the embedder and embed one sentence; the loaded one is reused by the probe."""
+    """Load the embedder and embed one sentence both ways; the loaded one is reused by the probe."""
+    sentence = "The doctor checks that one sentence can be embedded."
     try:
         model = build(settings)
         started = time.perf_counter()
-        vector = model.embed_query("The doctor checks that one sentence can be embedded.")
+        vector = model.embed_query(sentence)  # what `ask` pays (without sentence-transformers where the folder allows)
         ms = (time.perf_counter() - started) * 1000
+        model.embed_documents([sentence])  # what ingest uses: sentence-transformers and torch, loaded on first use
     except ModelNotInstalled as e:
         return Check("embedder", False, e.message, f"run `{install_command('embedder', e.preset)}`"), None
     except NemoriError as e:

@@ -142,6 +142,7 @@ def build_backend(preset: LLMPreset, settings: Settings) -> ChatBackend:
             prefix_cache=settings.prefix_cache,
             parallel=settings.parallel,
             lookup=settings.lookup,
+            flash_attn=preset.flash_attn,
         )
     _backends[preset.name] = backend
     return backend

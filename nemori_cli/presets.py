@@ -26,6 +26,9 @@ class LLMPreset:
     # How a new memory built with this model cuts episodes: "model" (the LLM proposes boundaries, the
     # paper's way) or "similarity" (embeddings alone, no call: for small models, whose boundaries are noise).
     partition: str = "model"
+    # gguf: llama.cpp's flash attention. On 2 CPU cores it read a prompt 14-23% faster (more the longer the
+    # cached prefix) for `small` (docs/BEYOND.md, scripts/attn_speed.py); `false` for a build where it is slower.
+    flash_attn: bool = True
 
 
 @dataclass(frozen=True)

@@ -111,6 +111,7 @@ class CoreNemoriSystem(NemoriSystem):
     ):
         super().__init__(name, description, profile, options)
         self.tail = tail  # tokens retrieval may add beyond the core; None: core_answer's default
+        self.cold = False  # True: a core not yet read is treated as `ask` treats one no process saved (UnbuiltNemoriSystem)
         self.shape = shape  # other CoreBudget fields (facts=False, focus=0): the ablations
 
     def for_model(self, partition: str) -> NemoriSystem:
@@ -140,6 +141,8 @@ class CoreNemoriSystem(NemoriSystem):
             sizes=sizes,
             today=today,
             prepare=prepare,
+            # As `nemori ask` decides for a core no process has saved (unbuilt: no build has read it).
+            to_read=(lambda core: cache.to_read(shared.answerer, user, core)) if self.cold else None,
         )
         prepared = cache.last
         note = (
@@ -160,9 +163,12 @@ class UnbuiltNemoriSystem(CoreNemoriSystem):
     `nemori ask`'s default road over raw turns alone.
     """
 
-    def __init__(self, name: str, description: str, options: SearchOptions, **shape):
+    def __init__(self, name: str, description: str, options: SearchOptions, *, cold: bool = True, **shape):
         super().__init__(name, description, options=options, **shape)
         self.build_key = "nemori-unbuilt"  # whatever the model's partition: nothing is partitioned
+        # No build has read the core: beyond the window `ask` answers on the short road (core_answer.COLD_CORE_TOKENS).
+        # cold=False reads the core on the first question and keeps it (nemori-unbuilt-core: the road before that rule).
+        self.cold = cold
 
     def for_model(self, partition: str) -> NemoriSystem:
         return self
@@ -211,8 +217,15 @@ _ABLATIONS = (
     ),
     UnbuiltNemoriSystem(
         "nemori-unbuilt",
-        "what `nemori ask` answers after `ingest --build later`, before any episode or fact is made (raw turns only)",
+        "what `nemori ask` answers after `ingest --build later`, before any episode or fact is made (raw turns only; "
+        "beyond the window the short road, as no build has read the core)",
         options=PROFILES["core"],
+    ),
+    UnbuiltNemoriSystem(
+        "nemori-unbuilt-core",
+        "nemori-unbuilt with its core read on the first question and kept (what `ask` did before a cold core was left unread)",
+        options=PROFILES["core"],
+        cold=False,
     ),
     UnbuiltNemoriSystem(
         "nemori-unbuilt-short",
@@ -224,6 +237,7 @@ _ABLATIONS = (
         "nemori-unbuilt-wide",
         "nemori-unbuilt with 800 tokens retrieved beyond the core instead of 200 (a smaller core)",
         options=PROFILES["core"],
+        cold=False,
         tail=800,
     ),
     UnbuiltNemoriSystem(
@@ -231,6 +245,7 @@ _ABLATIONS = (
         "nemori-unbuilt with the lean road beyond the window: a cached core of the newest ~1,000 tokens, then ~800 tokens "
         "of raw turns ranked for the question",
         options=PROFILES["core"],
+        cold=False,
         beyond="lean",
     ),
     CoreNemoriSystem(

@@ -91,6 +91,8 @@ class PrefillBackend(ChatBackend, Protocol):
 
     def adopt_prefix(self, snapshot: Snapshot) -> None: ...
 
+    def prefix_tokens(self, messages: ChatMessages) -> list[int]: ...
+
 
 @dataclass
 class CallLog:

@@ -73,8 +73,8 @@ class BatchedDecoder:
         self.sequences, self.n_ctx_per_sequence = sequences, n_ctx_per_sequence
         self.repeat_penalty = repeat_penalty
         self.penalty_window = getattr(llama, "last_n_tokens_size", PENALTY_WINDOW)
-        # The loaded Llama's own context settings (flash attention off, the KV types...), so the
-        # arithmetic is the one-at-a-time path's; llama.cpp's defaults differ (flash attention on
+        # The loaded Llama's own context settings (flash attention as its preset says, the KV types...), so the
+        # arithmetic is the one-at-a-time path's; llama.cpp's defaults differ (flash attention "auto"
         # where it can), which moved logits by up to 0.55 and changed answers.
         params = llama_cpp.llama_context_params()
         ctypes.pointer(params)[0] = llama.context_params

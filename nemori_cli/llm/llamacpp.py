@@ -57,6 +57,7 @@ class LlamaCppBackend:
         prefix_cache: bool = True,
         parallel: int = 1,
         lookup: int | None = None,
+        flash_attn: bool = True,
     ):
         try:
             from llama_cpp import Llama
@@ -72,6 +73,7 @@ class LlamaCppBackend:
         self._lookup: LookupDecoder | None = None  # made on the first greedy call
         self.lookup = lookup  # guessed tokens checked per step; None: llama-cpp-python's loop
         self._formatter = None
+        self.flash_attn = flash_attn
         self._grammars: dict[str, str] = {}
         try:
             self.llama = Llama(
@@ -81,6 +83,7 @@ class LlamaCppBackend:
                 n_batch=512,
                 seed=seed,
                 verbose=False,
+                flash_attn=flash_attn,
             )
         except MemoryError:
             # Python's own allocation failed (llama.cpp's failures arrive as the ValueError below).
@@ -160,7 +163,8 @@ class LlamaCppBackend:
             "n_ctx": self.n_ctx,
             "n_batch": self.llama.n_batch,
             "llama_cpp": getattr(llama_cpp, "__version__", "?"),
-            "kv": "default",
+            # Flash attention lays the V cache out otherwise: a state saved with it on is never loaded with it off.
+            "kv": "flash" if self.flash_attn else "default",
         }
 
     def can_prefill(self) -> bool:
@@ -179,7 +183,7 @@ class LlamaCppBackend:
         if key in self.states.snapshots:
             self.states.before(key)
             return self.states.pin(key)
-        tokens = self._prefix_tokens(messages)
+        tokens = self.prefix_tokens(messages)
         if len(tokens) >= self.n_ctx:
             raise ModelError(f"model {self.model_id}: the core context is {len(tokens)} tokens, more than its {self.n_ctx}-token window")
         self.states.before(key)
@@ -204,7 +208,7 @@ class LlamaCppBackend:
         """Make a snapshot loaded from a file the live, pinned state (raises if llama.cpp refuses it)."""
         self.states.adopt(snapshot)
 
-    def _prefix_tokens(self, messages: ChatMessages) -> list[int]:
+    def prefix_tokens(self, messages: ChatMessages) -> list[int]:
         """The tokens of the chat prompt up to the end of the last message's text, as the whole prompt begins."""
         mark = "\u2063nemori-prefix-end\u2063"
         marked = [*messages[:-1], {**messages[-1], "content": messages[-1]["content"] + mark}]

@@ -69,6 +69,12 @@ class CoreBudget:
 
 
 BEYOND = "core"  # what `ask` does where the history is longer than the core holds (CoreBudget.beyond)
+# Beyond the window, a core whose KV state would cost more than this many tokens to read before the answer (none
+# saved yet: after `ingest --build later`, or a core of another moment, --as-of) is not read for one question: the
+# short road answers it (~800 tokens chosen for the question, no core). Reading a ~6,000-token core took 40-76 s
+# with `small` on 2 cores; the short road answers in about 5 s, and scored 1.0 point below the core road over the
+# tuning split's 90 questions (interval [-4.8, +6.6], docs/BEYOND.md). `nemori build` reads and saves the core.
+COLD_CORE_TOKENS = 1024
 
 
 def budget_for(context_window: int, tail: int = TAIL_TOKENS, beyond: str | None = None) -> CoreBudget:
@@ -88,6 +94,7 @@ def reads_core(core: core_memory.Core, sizes: CoreBudget) -> bool:
 
 
 Prepare = Callable[[core_memory.Core], None]
+ToRead = Callable[[core_memory.Core], "int | None"]  # tokens the model would read now to hold a core (None: unknown)
 
 
 def build_core(db: Store, user: str, llm: StructuredLLM, sizes: CoreBudget, options: SearchOptions) -> core_memory.Core:
@@ -114,13 +121,23 @@ def ask(
     today: str | None = None,
     prepare: Prepare | None = None,
     core: core_memory.Core | None = None,
+    to_read: ToRead | None = None,
 ) -> Answer:
-    """One answer from the core and what lies beyond it; ``embedder`` is touched only when the core does not hold everything."""
+    """One answer from the core and what lies beyond it; ``embedder`` is touched only when the core does not hold everything.
+
+    ``to_read`` says what holding the core would cost now: beyond the window, a core costlier than
+    COLD_CORE_TOKENS is not read for this question, the short road answers it.
+    """
     if options.as_of is not None and not today:
         today = format_date(options.as_of.date())
     started = time.perf_counter()
     core = core or build_core(db, user, llm, sizes, options)
     if not reads_core(core, sizes):
+        return _short(db, user, embedder, llm, question, options, sizes, today, started)
+    if not core.holds_everything and to_read is not None and (cost := to_read(core) or 0) > COLD_CORE_TOKENS:
+        llm.log.decision(
+            STAGE, f"the core's state is not saved ({cost} tokens to read): answered on the short road; `nemori build` reads it"
+        )
         return _short(db, user, embedder, llm, question, options, sizes, today, started)
     words = question_words(question)
     # A file from before the message index cannot say a word was never said (its full-text index is empty).

@@ -53,6 +53,32 @@ class CoreCache:
     def path(self, user: str, model_id: str) -> Path | None:
         return self.directory / f"{_name(user, 16)}-{_name(model_id, 8)}.kv" if self.directory else None
 
+    def to_read(self, llm: StructuredLLM, user: str, core: Core) -> int | None:
+        """Tokens ``prepare`` would read now to hold this core: 0 when it is live or saved, the tokens a saved older
+        core lacks when one is, every token of the core otherwise; None for an endpoint (its own prefix cache decides).
+
+        Cheap: the core's tokens are counted, and a saved file's token ids read without its state.
+        """
+        backend = llm.backend
+        if not (isinstance(backend, PrefillBackend) and backend.can_prefill()):
+            return None
+        if prompt_key(core.prefix) in backend.states.snapshots:
+            return 0
+        tokens = backend.prefix_tokens(core.prefix)
+        path = self.path(user, backend.model_id)
+        saved = state_files.saved_tokens(path, backend.state_identity()) if path is not None and path.exists() else None
+        if saved is None:
+            return len(tokens)
+        digest, held = saved
+        if digest == core.digest:
+            return 0
+        same = 0
+        for a, b in zip(held, tokens):
+            if a != b:
+                break
+            same += 1
+        return len(tokens) - same
+
     def prepare(self, llm: StructuredLLM, user: str, core: Core) -> Prepared:
         """Make ``llm`` hold the core's KV state: live, from its file, or read now and saved."""
         backend = llm.backend

@@ -109,7 +109,17 @@ def _core_road(session: Session, user: str, text: str, options: SearchOptions, t
     # A core of another moment (--as-of) is read for this answer alone: it is not saved.
     cache.last = None
     answer = core_answer.ask(
-        session.db, user, Deferred(lambda: session.embedder), llm, text, options, sizes=sizes, today=today, prepare=prepare
+        session.db,
+        user,
+        Deferred(lambda: session.embedder),
+        llm,
+        text,
+        options,
+        sizes=sizes,
+        today=today,
+        prepare=prepare,
+        # A core not saved (after `ingest --build later`; any --as-of core) is not read for one question beyond the window.
+        to_read=lambda core: cache.to_read(llm, user, core) if prepare is not None else core.tokens,
     )
     return answer, llm, cache.last  # how the model came to hold the core (None: not needed, or a past moment's)
 

@@ -193,3 +193,34 @@ def test_ingest_saves_the_core_and_a_fresh_ask_loads_it(tmp_path, cache_dir):
     # forget user removes the saved state with the rest.
     assert run_nemori("forget", "user", "default", "--yes", "--db", str(db), env=env).returncode == 0
     assert not list((tmp_path / "demo.db.kv").glob("*.kv"))
+
+
+def test_what_holding_a_core_costs_is_told_before_reading_it(backend, tmp_path):
+    """`ask` leaves a core unread beyond the window when holding it would read more than COLD_CORE_TOKENS (core_answer)."""
+    from nemori_cli.llm.base import StructuredLLM
+    from nemori_cli.retrieval.core import Core
+    from nemori_cli.retrieval.core_cache import CoreCache
+
+    def fresh_process():
+        backend.states.snapshots.clear()
+        backend.states.pinned.clear()
+        backend.llama.reset()
+        backend.llama._ctx.kv_cache_clear()
+
+    head = "The whole conversation, oldest first:\n4 March 2024:\n" + "".join(
+        f'- Priya: "I went climbing with Maya at Granite Works, visit {i}."\n' for i in range(12)
+    )
+    grown = head + "5 March 2024:\n" + "".join(f'- Sam: "I moved to Lisbon, day {i}."\n' for i in range(3))
+    llm = StructuredLLM(backend)
+    cache = CoreCache(tmp_path / "db.kv")
+    old, new = Core(head, (), (), True, True, 300), Core(grown, (), (), True, True, 360)
+    fresh_process()
+    whole = len(backend.prefix_tokens(old.prefix))
+    assert cache.to_read(llm, "u", old) == whole > 100  # nothing saved: every token
+    cache.prepare(llm, "u", old)
+    assert cache.to_read(llm, "u", old) == 0  # live
+    fresh_process()
+    assert cache.to_read(llm, "u", old) == 0  # saved for this very core
+    lacking = cache.to_read(llm, "u", new)
+    assert 0 < lacking < whole / 3  # a grown core: only what the saved one lacks
+    assert cache.prepare(llm, "u", new).read == lacking  # what prepare then reads

@@ -357,6 +357,57 @@ def test_focus_lines_are_whole_without_the_question_words():
     assert "drove home late" not in core_prompt.focus_lines([hit], frozenset({"chari", "race"}), 12)
 
 
+def test_beyond_the_window_a_core_costly_to_read_is_left_for_the_short_road(db, llm, backend, embedder):
+    old = [
+        IncomingMessage(
+            speaker="Ann", content="My hamster is called Biscuit.", timestamp=T0 - timedelta(days=30), source_id="old", session="s0"
+        )
+    ]
+    _ingest(db, llm, backend, embedder, old + _chat(40))
+    _answering(backend, "Biscuit")
+    sizes = core_answer.CoreBudget(150, tail=10)
+    prepared: list = []
+    costs = {"cold": core_answer.COLD_CORE_TOKENS + 1, "saved": 0}
+    for state, cost in costs.items():
+        answer = core_answer.ask(
+            db,
+            "u",
+            embedder,
+            llm,
+            "What is the hamster called?",
+            PROFILES["core"],
+            sizes=sizes,
+            prepare=prepared.append,
+            to_read=lambda core, cost=cost: cost,
+        )
+        assert answer.answer == "Biscuit"
+        prompt = backend.prompts_for("Answer")[-1][1]["content"]
+        core = core_memory.build(db, "u", sizes.core)
+        if state == "cold":  # the question's own context, no core read, and the reason logged
+            assert not prepared and not prompt.startswith(core.text) and "Biscuit" in prompt
+            assert any("not saved" in e.detail for e in llm.log.events if e.kind == "decision")
+        else:  # a saved core is read as before
+            assert len(prepared) == 1 and prompt.startswith(core.text)
+
+
+def test_a_core_that_holds_everything_is_read_however_cold(db, llm, backend, embedder):
+    _ingest(db, llm, backend, embedder, _chat())
+    _answering(backend, "Maya")
+    prepared: list = []
+    core_answer.ask(
+        db,
+        "u",
+        Deferred(NoEmbedder()),
+        llm,
+        "Who did Priya climb with?",
+        PROFILES["core"],
+        sizes=core_answer.CoreBudget(4000),
+        prepare=prepared.append,
+        to_read=lambda core: 10**6,
+    )
+    assert len(prepared) == 1  # where the history fits, the core is the answer's whole context
+
+
 # -- the saved state ------------------------------------------------------------
 
 
@@ -375,6 +426,22 @@ def test_a_saved_state_loads_only_for_the_same_identity_and_digest(tmp_path):
     assert state_files.load(path, "k", {"model": "m", "n_ctx": 8192}, "d1") is None
     path.write_bytes(b"not a state file")
     assert state_files.load(path, "k", {"model": "m", "n_ctx": 8192}, "d1") is None
+
+
+def test_saved_tokens_reads_the_ids_without_the_state_and_only_for_the_same_identity(tmp_path):
+    path = tmp_path / "u.kv"
+    state_files.save(path, _snapshot(), {"model": "m"}, "d1")
+    digest, ids = state_files.saved_tokens(path, {"model": "m"})
+    assert digest == "d1" and list(ids) == [0, 1, 2, 3, 4]
+    assert state_files.saved_tokens(path, {"model": "other"}) is None
+    assert state_files.saved_tokens(tmp_path / "none.kv", {"model": "m"}) is None
+    path.write_bytes(path.read_bytes()[: len(state_files.MAGIC) + 20])  # the header cut
+    assert state_files.saved_tokens(path, {"model": "m"}) is None
+
+
+def test_an_endpoint_has_no_read_cost(llm):
+    core = core_memory.Core("x\n", (), (), True, True, 1)
+    assert CoreCache(None).to_read(llm, "u", core) is None
 
 
 def test_forget_removes_every_saved_state_of_the_user_and_no_other(tmp_path):

@@ -118,10 +118,24 @@ def _core_road(session: Session, user: str, text: str, options: SearchOptions, t
         sizes=sizes,
         today=today,
         prepare=prepare,
-        # A core not saved (after `ingest --build later`; any --as-of core) is not read for one question beyond the window.
-        to_read=lambda core: cache.to_read(llm, user, core) if prepare is not None else core.tokens,
+        to_read=_cold_core_rule(session, user, llm, prepare is not None),
     )
     return answer, llm, cache.last  # how the model came to hold the core (None: not needed, or a past moment's)
+
+
+def _cold_core_rule(session: Session, user: str, llm, saved: bool):
+    """What holding the core would cost now, while messages wait for a build (core_answer.COLD_CORE_TOKENS); None otherwise.
+
+    After `ingest --build later` no process has read the core, and beyond the window reading it costs the first
+    answer a minute: until a build has run (it reads the core at its end), such a core is left for the short road.
+    A built memory reads its core as before, once, whatever it costs (another answer model's, a deleted state).
+    """
+    from nemori_cli.store import messages as message_sql
+
+    if not message_sql.count_pending(session.db, user):
+        return None
+    cache = session.core_cache
+    return (lambda core: cache.to_read(llm, user, core)) if saved else (lambda core: core.tokens)
 
 
 def prepare_core(session: Session, user: str) -> tuple[Prepared, Core | None]:

@@ -63,6 +63,7 @@ def test_stored_then_answered_at_once_then_built_behind_as_a_one_pass_ingest_bui
 
     asked = run_json("ask", "What did Sam decide about the Northwind job offer?", "--db", str(later))
     assert not asked["failed"] and asked["built"]["pending"] == 30 and asked["unbuilt_memories"] > 0
+    assert asked["core"]["outcome"] == "built"  # the whole history fits: its core is read, cold or not
     text = run_nemori("ask", "What did Sam decide about the Northwind job offer?", "--db", str(later))
     assert text.returncode == 0 and "not built into episodes and facts yet" in text.stdout.decode()
 
@@ -114,3 +115,32 @@ def test_build_stop_ends_a_background_build_between_two_episodes(tmp_path):
     state = run_json("stats", "--db", str(db))["built"]
     assert state["building"] is False and state["pending"] > 0  # stopped part way; the rest is pending
     assert run_json("build", "--db", str(db))["pending"] == 0
+
+
+def test_beyond_the_window_an_unbuilt_memory_answers_without_reading_its_core(tmp_path):
+    """A core no build has read is not read for one question beyond the window (core_answer.COLD_CORE_TOKENS)."""
+    import json
+    from datetime import datetime, timedelta
+
+    start = datetime(2024, 1, 1, 9, 0)
+    chat = tmp_path / "long.jsonl"
+    lines = [
+        {
+            "id": f"m{i}",
+            "speaker": "Ann" if i % 2 else "Bob",
+            "content": f"Day {i}: we walked the dog along the river and planned the garden, bed number {i}.",
+            "timestamp": (start + timedelta(hours=6 * i)).isoformat(),
+        }
+        for i in range(400)  # about 12,000 tokens: three times tiny's 4,096-token window
+    ]
+    lines.append(
+        {"id": "boat", "speaker": "Ann", "content": "My boat is called Heron.", "timestamp": (start - timedelta(days=9)).isoformat()}
+    )
+    chat.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    db = tmp_path / "long.db"
+    run_json("ingest", str(chat), "--db", str(db), "--build", "later")
+    asked = run_json("ask", "What is Ann's boat called?", "--db", str(db))
+    assert not asked["failed"] and asked["core"] is None  # no core read, none saved
+    kv = tmp_path / "long.db.kv"
+    assert not kv.exists() or not list(kv.glob("*.kv"))
+    assert any("Heron" in m["text"] for m in asked["memories"])  # the question's own retrieval found the old turn

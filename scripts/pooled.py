@@ -2,6 +2,9 @@
 
     python scripts/pooled.py FOLDER [FOLDER ...] --pair A:B [--pair A:B ...] [--units conv-26,conv-41] [--json]
 
+A system named ``NAME@N`` takes its answers from the N-th folder given (from 0) alone: the same system
+run twice, e.g. with a setting changed (``--pair nemori-unbuilt@1:nemori-unbuilt@0``).
+
 A bench report pairs systems within one folder and prints each unit's rows;
 a decision is made on a split (two conversations, 90 questions), so this
 pools the answers of every named folder, keyed by (unit, question), and
@@ -43,6 +46,8 @@ def main() -> int:
     args = parser.parse_args()
     units = set(args.units.split(",")) if args.units else None
     table = scores(args.folders, units)
+    for n, folder in enumerate(args.folders):
+        table.update({f"{name}@{n}": answers for name, answers in scores([folder], units).items()})
     rows = []
     for pair in args.pair:
         a, b = pair.split(":")

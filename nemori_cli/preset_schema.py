@@ -96,7 +96,7 @@ class LLMBody(_Files):
     timeout: Annotated[float, Field(gt=0, le=86_400)] = 120.0
     connect_timeout: Annotated[float, Field(gt=0, le=86_400)] = 5.0
     partition: Literal["model", "similarity"] = "model"
-    flash_attn: bool = True
+    flash_attn: bool = False
 
     @model_validator(mode="before")
     @classmethod

@@ -27,8 +27,10 @@ class LLMPreset:
     # paper's way) or "similarity" (embeddings alone, no call: for small models, whose boundaries are noise).
     partition: str = "model"
     # gguf: llama.cpp's flash attention. On 2 CPU cores it read a prompt 14-23% faster (more the longer the
-    # cached prefix) for `small` (docs/BEYOND.md, scripts/attn_speed.py); `false` for a build where it is slower.
-    flash_attn: bool = True
+    # cached prefix) for `small` (docs/BEYOND.md, scripts/attn_speed.py), but its sums depend on how a prompt was
+    # read: an answer after a saved KV state, or decoded beside others, then differs from one read whole (tiny:
+    # "Priya" against "Priya, Maya"). Off by default, so a cached core answers exactly as reading it again.
+    flash_attn: bool = False
 
 
 @dataclass(frozen=True)

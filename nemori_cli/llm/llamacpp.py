@@ -57,7 +57,7 @@ class LlamaCppBackend:
         prefix_cache: bool = True,
         parallel: int = 1,
         lookup: int | None = None,
-        flash_attn: bool = True,
+        flash_attn: bool = False,
     ):
         try:
             from llama_cpp import Llama

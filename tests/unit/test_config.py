@@ -75,7 +75,7 @@ def test_deps_hands_the_llama_backend_its_settings(monkeypatch, tmp_path):
     settings = Settings(
         store=parse_target(tmp_path / "m.db"), user="u", model=None, embedder=None, threads=3, prefix_cache=False, parallel=4, lookup=5
     )
-    deps.build_backend(LLMPreset(name="x", kind="gguf", path="/models/x.gguf", n_ctx=2048, flash_attn=False), settings)
+    deps.build_backend(LLMPreset(name="x", kind="gguf", path="/models/x.gguf", n_ctx=2048, flash_attn=True), settings)
     assert made == [
         {
             "path": Path("/models/x.gguf"),
@@ -85,7 +85,7 @@ def test_deps_hands_the_llama_backend_its_settings(monkeypatch, tmp_path):
             "prefix_cache": False,
             "parallel": 4,
             "lookup": 5,
-            "flash_attn": False,
+            "flash_attn": True,
         }
     ]
 

@@ -173,8 +173,8 @@ def test_the_built_in_presets_pass_their_own_check():
     assert presets.llms["small"].n_ctx == 8192 and len(presets.llms["small"].parts) == 6
 
 
-def test_flash_attention_is_on_unless_a_preset_turns_it_off(tmp_path, monkeypatch):
-    assert _load(tmp_path, monkeypatch, GGUF).llms["m"].flash_attn is True
-    assert _load(tmp_path, monkeypatch, GGUF + "flash_attn = false\n").llms["m"].flash_attn is False
+def test_flash_attention_is_off_unless_a_preset_turns_it_on(tmp_path, monkeypatch):
+    assert _load(tmp_path, monkeypatch, GGUF).llms["m"].flash_attn is False
+    assert _load(tmp_path, monkeypatch, GGUF + "flash_attn = true\n").llms["m"].flash_attn is True
     with pytest.raises(ConfigError, match=r"\[llm.m\] flash_attn"):
         _load(tmp_path, monkeypatch, GGUF + 'flash_attn = "yes"\n')

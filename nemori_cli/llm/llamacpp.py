@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from nemori_cli.errors import LLMOutputError, ModelError
 from nemori_cli.llm.base import ChatMessages, ChatRequest, RawCompletion
-from nemori_cli.llm.prefix_states import PrefixStates, Snapshot, prompt_key
+from nemori_cli.llm.prefix_states import PrefixStates, Snapshot, prompt_key, shared_tokens
 from nemori_cli.presets import DEFAULT_N_CTX
 
 if TYPE_CHECKING:  # imported when first needed
@@ -139,11 +139,7 @@ class LlamaCppBackend:
         except Exception:  # only a count: a template it cannot render here is rendered by the call itself
             return
         held = self.llama.input_ids[: self.llama.n_tokens]
-        same = 0
-        for a, b in zip(held, tokens[:-1]):  # llama-cpp-python evaluates at least the last token
-            if a != b:
-                break
-            same += 1
+        same = shared_tokens(held, tokens[:-1])  # llama-cpp-python evaluates at least the last token
         self.tokens_read += len(tokens) - same
 
     # -- a prefix read ahead of its questions (retrieval/core_cache.py) ------
@@ -187,12 +183,7 @@ class LlamaCppBackend:
         if len(tokens) >= self.n_ctx:
             raise ModelError(f"model {self.model_id}: the core context is {len(tokens)} tokens, more than its {self.n_ctx}-token window")
         self.states.before(key)
-        held = self.llama.input_ids[: self.llama.n_tokens]
-        same = 0
-        for a, b in zip(held, tokens):
-            if a != b:
-                break
-            same += 1
+        same = shared_tokens(self.llama.input_ids[: self.llama.n_tokens], tokens)
         try:
             self.llama.n_tokens = same
             self.llama._ctx.kv_cache_seq_rm(0, same, -1)

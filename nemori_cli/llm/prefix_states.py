@@ -46,6 +46,16 @@ def shared_chars(a: str, b: str) -> int:
     return len(os.path.commonprefix([a, b]))
 
 
+def shared_tokens(a, b) -> int:
+    """How many token ids two sequences share from their start (lists, or numpy arrays of ids)."""
+    same = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        same += 1
+    return same
+
+
 @dataclass
 class Snapshot:
     key: str

@@ -72,8 +72,8 @@ BEYOND = "core"  # what `ask` does where the history is longer than the core hol
 # Beyond the window, a core whose KV state would cost more than this many tokens to read before the answer (none
 # saved yet: after `ingest --build later`) is not read for one question: the short road answers it (~800 tokens
 # chosen for the question, no core). Reading a ~6,000-token core took 40-76 s with `small` on 2 cores; the short
-# road answers in about 5 s, and scored 1.0 point below the core road over the tuning split's 90 questions
-# (interval [-4.8, +6.6], docs/BEYOND.md). The caller decides when the rule applies (services/answer.py: while
+# road answers in about 5 s, and scored level with the core road over the tuning split's 135 questions (+0.9,
+# interval [-4.0, +5.9]; on the confirmation haystack +4.1 [-3.0, +11.7]: docs/BEYOND.md). The caller decides when the rule applies (services/answer.py: while
 # messages wait for a build); `nemori build` reads and saves the core.
 COLD_CORE_TOKENS = 1024
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from nemori_cli.llm import state_files
 from nemori_cli.llm.base import PrefillBackend, StructuredLLM
-from nemori_cli.llm.prefix_states import Snapshot, prompt_key
+from nemori_cli.llm.prefix_states import Snapshot, prompt_key, shared_tokens
 from nemori_cli.retrieval.core import Core
 
 
@@ -70,14 +70,7 @@ class CoreCache:
         if saved is None:
             return len(tokens)
         digest, held = saved
-        if digest == core.digest:
-            return 0
-        same = 0
-        for a, b in zip(held, tokens):
-            if a != b:
-                break
-            same += 1
-        return len(tokens) - same
+        return 0 if digest == core.digest else len(tokens) - shared_tokens(held, tokens)
 
     def prepare(self, llm: StructuredLLM, user: str, core: Core) -> Prepared:
         """Make ``llm`` hold the core's KV state: live, from its file, or read now and saved."""

@@ -14,6 +14,21 @@ pytestmark = pytest.mark.integration
 QUESTION = "Who did Priya go climbing with?"
 
 
+# A core, and the same core grown by three turns (an appending ingest).
+HEAD = "The whole conversation, oldest first:\n4 March 2024:\n" + "".join(
+    f'- Priya: "I went climbing with Maya at Granite Works, visit {i}."\n' for i in range(12)
+)
+GROWN = HEAD + "5 March 2024:\n" + "".join(f'- Sam: "I moved to Lisbon, day {i}."\n' for i in range(3))
+
+
+def _fresh_process(backend) -> None:
+    """Another process, as far as the model is concerned: nothing held in memory, no KV cache."""
+    backend.states.snapshots.clear()
+    backend.states.pinned.clear()
+    backend.llama.reset()
+    backend.llama._ctx.kv_cache_clear()
+
+
 @pytest.fixture(scope="module")
 def backend(tmp_path_factory):
     from nemori_cli.config import load_presets
@@ -83,39 +98,30 @@ def test_a_grown_core_extends_the_saved_state_of_the_old_one_and_answers_as_if_r
     from nemori_cli.retrieval.core_cache import CoreCache
     from nemori_cli.stages import ANSWER
 
-    def fresh_process():
-        backend.states.snapshots.clear()
-        backend.states.pinned.clear()
-        backend.llama.reset()
-        backend.llama._ctx.kv_cache_clear()
-
-    head = "The whole conversation, oldest first:\n4 March 2024:\n" + "".join(
-        f'- Priya: "I went climbing with Maya at Granite Works, visit {i}."\n' for i in range(12)
-    )
-    grown = head + "5 March 2024:\n" + "".join(f'- Sam: "I moved to Lisbon, day {i}."\n' for i in range(3))
+    head, grown = HEAD, GROWN
     llm = StructuredLLM(backend)
     cache = CoreCache(tmp_path / "db.kv")
-    fresh_process()
+    _fresh_process(backend)
     assert cache.prepare(llm, "u", Core(head, (), (), True, True, 300)).outcome == "built"
 
-    fresh_process()
+    _fresh_process(backend)
     prepared = cache.prepare(llm, "u", Core(grown, (), (), True, True, 360))
     assert prepared.outcome == "extended" and 0 < prepared.read < prepared.tokens / 3, prepared
     question = core_prompt.render(grown, QUESTION, [], now=None, arithmetic=[])
     schema = answer_prompt.timeline_schema(False)
     extended = llm.complete(question, schema=schema, stage=ANSWER).value.answer
 
-    fresh_process()
+    _fresh_process(backend)
     assert cache.prepare(llm, "u", Core(grown, (), (), True, True, 360)).outcome == "loaded"  # the grown state was saved
-    fresh_process()
+    _fresh_process(backend)
     (tmp_path / "db.kv").joinpath(cache.path("u", "tiny").name).unlink()
     cold = llm.complete(question, schema=schema, stage=ANSWER).value.answer
     assert extended == cold
 
     # A core that shares only the system message with the saved one is read (almost) whole: built, not extended.
-    fresh_process()
+    _fresh_process(backend)
     cache.prepare(llm, "u", Core(head, (), (), True, True, 300))
-    fresh_process()
+    _fresh_process(backend)
     facts = "Facts known now:\n" + "".join(f"- (1 May 2024) Ann sails boat number {i} to Malta.\n" for i in range(30))
     other = cache.prepare(llm, "u", Core(facts, (), (), True, True, 400))
     assert other.outcome == "built" and other.read > 0
@@ -201,25 +207,16 @@ def test_what_holding_a_core_costs_is_told_before_reading_it(backend, tmp_path):
     from nemori_cli.retrieval.core import Core
     from nemori_cli.retrieval.core_cache import CoreCache
 
-    def fresh_process():
-        backend.states.snapshots.clear()
-        backend.states.pinned.clear()
-        backend.llama.reset()
-        backend.llama._ctx.kv_cache_clear()
-
-    head = "The whole conversation, oldest first:\n4 March 2024:\n" + "".join(
-        f'- Priya: "I went climbing with Maya at Granite Works, visit {i}."\n' for i in range(12)
-    )
-    grown = head + "5 March 2024:\n" + "".join(f'- Sam: "I moved to Lisbon, day {i}."\n' for i in range(3))
+    head, grown = HEAD, GROWN
     llm = StructuredLLM(backend)
     cache = CoreCache(tmp_path / "db.kv")
     old, new = Core(head, (), (), True, True, 300), Core(grown, (), (), True, True, 360)
-    fresh_process()
+    _fresh_process(backend)
     whole = len(backend.prefix_tokens(old.prefix))
     assert cache.to_read(llm, "u", old) == whole > 100  # nothing saved: every token
     cache.prepare(llm, "u", old)
     assert cache.to_read(llm, "u", old) == 0  # live
-    fresh_process()
+    _fresh_process(backend)
     assert cache.to_read(llm, "u", old) == 0  # saved for this very core
     lacking = cache.to_read(llm, "u", new)
     assert 0 < lacking < whole / 3  # a grown core: only what the saved one lacks

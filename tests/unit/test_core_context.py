@@ -47,6 +47,15 @@ def _chat(n: int = 6, start: datetime = T0) -> list[IncomingMessage]:
     return out
 
 
+def _hamster() -> list[IncomingMessage]:
+    """One line a month older than the chat: beyond a small core, found only by retrieval."""
+    return [
+        IncomingMessage(
+            speaker="Ann", content="My hamster is called Biscuit.", timestamp=T0 - timedelta(days=30), source_id="old", session="s0"
+        )
+    ]
+
+
 def _ingest(db, llm, backend, embedder, messages, facts=None):
     scripted(backend, facts=facts if facts is not None else [[]])
     pipe = Pipeline(db, "u", llm, embedder)
@@ -208,11 +217,7 @@ def test_a_core_holding_everything_answers_without_the_embedder(db, llm, backend
 
 
 def test_retrieval_adds_older_turns_and_never_repeats_the_core(db, llm, backend, embedder):
-    old = [
-        IncomingMessage(
-            speaker="Ann", content="My hamster is called Biscuit.", timestamp=T0 - timedelta(days=30), source_id="old", session="s0"
-        )
-    ]
+    old = _hamster()
     _ingest(db, llm, backend, embedder, old + _chat(40))
     _answering(backend, "Biscuit")
     sizes = core_answer.CoreBudget(150, tail=400)
@@ -227,11 +232,7 @@ def test_retrieval_adds_older_turns_and_never_repeats_the_core(db, llm, backend,
 
 
 def test_the_lean_road_reads_a_small_core_and_gives_the_rest_to_the_question(db, llm, backend, embedder):
-    old = [
-        IncomingMessage(
-            speaker="Ann", content="My hamster is called Biscuit.", timestamp=T0 - timedelta(days=30), source_id="old", session="s0"
-        )
-    ]
+    old = _hamster()
     _ingest(db, llm, backend, embedder, old + _chat(40))
     _answering(backend, "Biscuit")
     full = core_answer.CoreBudget(600, tail=10)
@@ -358,11 +359,7 @@ def test_focus_lines_are_whole_without_the_question_words():
 
 
 def test_beyond_the_window_a_core_costly_to_read_is_left_for_the_short_road(db, llm, backend, embedder):
-    old = [
-        IncomingMessage(
-            speaker="Ann", content="My hamster is called Biscuit.", timestamp=T0 - timedelta(days=30), source_id="old", session="s0"
-        )
-    ]
+    old = _hamster()
     _ingest(db, llm, backend, embedder, old + _chat(40))
     _answering(backend, "Biscuit")
     sizes = core_answer.CoreBudget(150, tail=10)

@@ -143,6 +143,7 @@ class CoreNemoriSystem(NemoriSystem):
             prepare=prepare,
             # As `nemori ask` decides for a core no process has saved (unbuilt: no build has read it).
             to_read=(lambda core: cache.to_read(shared.answerer, user, core)) if self.cold else None,
+            prepare_head=lambda head: cache.prepare(shared.answerer, user, head),  # as `ask` does (no file here)
         )
         prepared = cache.last
         note = (
@@ -232,6 +233,24 @@ _ABLATIONS = (
         "nemori-unbuilt with the short road beyond the window: raw turns (two either side) ranked for the question, ~800 tokens, no core",
         options=PROFILES["core"],
         beyond="short",
+    ),
+    UnbuiltNemoriSystem(
+        "nemori-unbuilt-s450",
+        "nemori-unbuilt with a shorter short road beyond the window: ~450 tokens of raw turns (two either side) instead of ~800",
+        options=PROFILES["core"],
+        short=450,
+    ),
+    UnbuiltNemoriSystem(
+        "nemori-unbuilt-s450-t1",
+        "nemori-unbuilt-s450 with one turn either side of each found turn instead of two (more turns found in the same tokens)",
+        options=replace(PROFILES["core"], turns=1),
+        short=450,
+    ),
+    UnbuiltNemoriSystem(
+        "nemori-unbuilt-s300-t1",
+        "nemori-unbuilt with ~300 tokens of raw turns (one either side) beyond the window",
+        options=replace(PROFILES["core"], turns=1),
+        short=300,
     ),
     UnbuiltNemoriSystem(
         "nemori-unbuilt-wide",

@@ -131,14 +131,20 @@ def today_text(now: str) -> str:
         return now
 
 
+MEMORIES_HEADING = "Memories:\n"
+
+
+def timeline_head() -> list[dict[str, str]]:
+    """How every timeline prompt begins (the instructions, then the heading): the part a saved KV state can hold."""
+    return [{"role": "system", "content": TIMELINE_SYSTEM}, {"role": "user", "content": MEMORIES_HEADING}]
+
+
 def render_timeline(question: str, hits: list[Hit], *, now: str | None, arithmetic: list[str]) -> list[dict[str, str]]:
     memories = timeline.render(hits) if hits else "(no memories found)"
     worked = ("\nDate arithmetic, already worked out:\n" + "\n".join(arithmetic)) if arithmetic else ""
     today = f"\nToday is {today_text(now)}." if now else ""
-    return [
-        {"role": "system", "content": TIMELINE_SYSTEM},
-        {"role": "user", "content": f"Memories:\n{memories}\n{worked}{today}\nQuestion: {question}"},
-    ]
+    system, user = timeline_head()
+    return [system, {"role": "user", "content": f"{user['content']}{memories}\n{worked}{today}\nQuestion: {question}"}]
 
 
 @lru_cache(maxsize=64)

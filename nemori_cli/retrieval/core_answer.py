@@ -32,6 +32,7 @@ from nemori_cli.retrieval import answer as answer_module
 from nemori_cli.retrieval import answer_fixes, budget, timecalc
 from nemori_cli.retrieval import core as core_memory
 from nemori_cli.retrieval.answer import ANSWER_TOKENS, FAILED, STAGE, abstains, cited_episodes, question_words
+from nemori_cli.retrieval.core_cache import Head
 from nemori_cli.retrieval.search import PROFILES, SearchOptions, search
 from nemori_cli.store import message_index
 from nemori_cli.store.contract import Store
@@ -95,6 +96,7 @@ def reads_core(core: core_memory.Core, sizes: CoreBudget) -> bool:
 
 
 Prepare = Callable[[core_memory.Core], None]
+PrepareHead = Callable[[Head], object]  # hold a prompt's fixed head (the short road's instructions), from its file or read and saved
 ToRead = Callable[[core_memory.Core], "int | None"]  # tokens the model would read now to hold a core (None: unknown)
 
 
@@ -123,6 +125,7 @@ def ask(
     prepare: Prepare | None = None,
     core: core_memory.Core | None = None,
     to_read: ToRead | None = None,
+    prepare_head: PrepareHead | None = None,
 ) -> Answer:
     """One answer from the core and what lies beyond it; ``embedder`` is touched only when the core does not hold everything.
 
@@ -134,12 +137,12 @@ def ask(
     started = time.perf_counter()
     core = core or build_core(db, user, llm, sizes, options)
     if not reads_core(core, sizes):
-        return _short(db, user, embedder, llm, question, options, sizes, today, started)
+        return _short(db, user, embedder, llm, question, options, sizes, today, started, prepare_head)
     if not core.holds_everything and to_read is not None and (cost := to_read(core) or 0) > COLD_CORE_TOKENS:
         llm.log.decision(
             STAGE, f"the core's state is not saved ({cost} tokens to read): answered on the short road; `nemori build` reads it"
         )
-        return _short(db, user, embedder, llm, question, options, sizes, today, started)
+        return _short(db, user, embedder, llm, question, options, sizes, today, started, prepare_head)
     words = question_words(question)
     # A file from before the message index cannot say a word was never said (its full-text index is empty).
     indexed = not message_index.unindexed(db, user, limit=1)
@@ -194,14 +197,26 @@ def ask(
 
 
 def _short(
-    db: Store, user: str, embedder, llm: StructuredLLM, question: str, options: SearchOptions, sizes: CoreBudget, today, started: float
+    db: Store,
+    user: str,
+    embedder,
+    llm: StructuredLLM,
+    question: str,
+    options: SearchOptions,
+    sizes: CoreBudget,
+    today,
+    started: float,
+    prepare_head: PrepareHead | None = None,
 ) -> Answer:
     """Beyond the window, the question's own short context (retrieval/answer.ask's road), then the same code mends.
 
     A 0.5B model given 7k tokens of recent chat copies a line of it; given
     ~800 tokens chosen for the question it answers (docs/BEYOND.md). The
-    core's KV state is not needed, so nothing is read before the question.
+    core's KV state is not needed; only the prompt's head (its instructions)
+    is held, from its file in a fresh process.
     """
+    if prepare_head is not None:
+        prepare_head(Head.of(answer_prompt.timeline_head()))
     short = replace(options, core=False, budget=sizes.short, k=sizes.short_episodes, layout="timeline")
     answer, _cited = answer_module.ask(db, user, embedder, llm, question, short, today=today)
     if answer.failed or answer.abstained:

@@ -119,6 +119,8 @@ def _core_road(session: Session, user: str, text: str, options: SearchOptions, t
         today=today,
         prepare=prepare,
         to_read=_cold_core_rule(session, user, llm, prepare is not None),
+        # The short road's instructions, saved like a core: a fresh process reads only its memories and question.
+        prepare_head=None if options.as_of is not None else (lambda head: cache.prepare(llm, user, head)),
     )
     return answer, llm, cache.last  # how the model came to hold the core (None: not needed, or a past moment's)
 

@@ -141,6 +141,11 @@ def test_beyond_the_window_an_unbuilt_memory_answers_without_reading_its_core(tm
     run_json("ingest", str(chat), "--db", str(db), "--build", "later")
     asked = run_json("ask", "What is Ann's boat called?", "--db", str(db))
     assert not asked["failed"] and asked["core"] is None  # no core read, none saved
-    kv = tmp_path / "long.db.kv"
-    assert not kv.exists() or not list(kv.glob("*.kv"))
+    saved = list((tmp_path / "long.db.kv").glob("*.kv"))
+    assert [p.name.endswith("-head.kv") for p in saved] == [True]  # only the short road's instructions
     assert any("Heron" in m["text"] for m in asked["memories"])  # the question's own retrieval found the old turn
+
+    # The next process loads the instructions' state instead of reading them, and answers as the one that saved it.
+    stamp = saved[0].stat().st_mtime_ns
+    again = run_json("ask", "What is Ann's boat called?", "--db", str(db))
+    assert again["answer"] == asked["answer"] and saved[0].stat().st_mtime_ns == stamp

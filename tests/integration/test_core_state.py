@@ -221,3 +221,31 @@ def test_what_holding_a_core_costs_is_told_before_reading_it(backend, tmp_path):
     lacking = cache.to_read(llm, "u", new)
     assert 0 < lacking < whole / 3  # a grown core: only what the saved one lacks
     assert cache.prepare(llm, "u", new).read == lacking  # what prepare then reads
+
+
+def test_a_saved_head_is_loaded_by_the_next_process_which_answers_the_same_reading_less(backend, tmp_path):
+    """The short road's instructions (core_cache.Head): read and saved by the first process, loaded by the next."""
+    from nemori_cli.llm.base import StructuredLLM
+    from nemori_cli.prompts import answer as answer_prompt
+    from nemori_cli.retrieval.core_cache import CoreCache, Head
+    from nemori_cli.stages import ANSWER
+
+    system, user = answer_prompt.timeline_head()
+    memories = "".join(f'(4 March 2024) Priya: "I went climbing with Maya at Granite Works, visit {i}."\n' for i in range(3))
+    prompt = [system, {"role": "user", "content": f"{user['content']}{memories}\nQuestion: {QUESTION}"}]
+    schema = answer_prompt.timeline_schema(False)
+    llm = StructuredLLM(backend)
+    cache = CoreCache(tmp_path / "db.kv")
+    head = Head.of(answer_prompt.timeline_head())
+    runs = []
+    for expected in ("built", "loaded"):
+        _fresh_process(backend)
+        assert cache.prepare(llm, "u", head).outcome == expected
+        before = backend.tokens_read
+        answer = llm.complete(prompt, schema=schema, stage=ANSWER).value.answer
+        runs.append((answer, backend.tokens_read - before))
+    assert cache.path("u", "tiny", "head").exists() and not cache.path("u", "tiny").exists()
+    (first, read_first), (second, read_second) = runs
+    whole = len(backend.prefix_tokens(prompt))
+    held = len(backend.prefix_tokens(head.prefix))
+    assert first == second and read_first == read_second < whole - held + 8  # only what follows the head is read

@@ -15,7 +15,7 @@ from nemori_cli.pipeline.runner import Pipeline
 from nemori_cli.prompts import core as core_prompt
 from nemori_cli.retrieval import answer_fixes, core_answer
 from nemori_cli.retrieval import core as core_memory
-from nemori_cli.retrieval.core_cache import CoreCache
+from nemori_cli.retrieval.core_cache import CoreCache, Head
 from nemori_cli.retrieval.search import PROFILES
 from nemori_cli.store import facts as fact_sql
 from tests.support.scripted import scripted
@@ -385,6 +385,45 @@ def test_beyond_the_window_a_core_costly_to_read_is_left_for_the_short_road(db, 
             assert any("not saved" in e.detail for e in llm.log.events if e.kind == "decision")
         else:  # a saved core is read as before
             assert len(prepared) == 1 and prompt.startswith(core.text)
+
+
+def test_the_short_road_holds_its_instructions_head_and_its_prompt_begins_with_it(db, llm, backend, embedder):
+    from nemori_cli.prompts import answer as answer_prompt
+
+    _ingest(db, llm, backend, embedder, _hamster() + _chat(40))
+    _answering(backend, "Biscuit")
+    heads: list = []
+    answer = core_answer.ask(
+        db,
+        "u",
+        embedder,
+        llm,
+        "What is the hamster called?",
+        PROFILES["core"],
+        sizes=core_answer.CoreBudget(150, tail=10),
+        prepare=lambda core: pytest.fail("the short road reads no core"),
+        to_read=lambda core: core_answer.COLD_CORE_TOKENS + 1,
+        prepare_head=heads.append,
+    )
+    assert answer.answer == "Biscuit" and len(heads) == 1
+    prompt = backend.prompts_for("Answer")[-1]
+    head = heads[0].prefix
+    # The head is the prompt's start, so a state holding it serves the whole prompt.
+    assert head == answer_prompt.timeline_head() and prompt[0] == head[0]
+    assert prompt[1]["content"].startswith(head[1]["content"]) and len(prompt[1]["content"]) > len(head[1]["content"])
+
+
+def test_a_head_is_saved_beside_the_core_and_leaves_the_core_report_alone(tmp_path, llm):
+    cache = CoreCache(tmp_path / "db.kv")
+    head = Head.of([{"role": "system", "content": "instructions"}, {"role": "user", "content": "Memories:\n"}])
+    assert cache.path("u", "small", head.slot) != cache.path("u", "small")
+    assert cache.path("u", "small", head.slot).name.startswith(cache.path("u", "small").stem)  # forget's prefix covers it
+    assert head.digest == Head.of(head.prefix).digest != Head.of([{"role": "system", "content": "other"}]).digest
+    cache.last = None
+    assert cache.prepare(llm, "u", head).outcome == "none"  # an endpoint here: nothing to hold
+    assert cache.last is None  # `ask --json`'s "core" stays the core's
+    state_files.save(cache.path("u", "small", head.slot), _snapshot(), {}, head.digest)
+    assert cache.forget("u") == 1
 
 
 def test_a_core_that_holds_everything_is_read_however_cold(db, llm, backend, embedder):

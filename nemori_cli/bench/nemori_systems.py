@@ -233,10 +233,17 @@ _ABLATIONS = (
         "nemori-unbuilt with the short road beyond the window: raw turns (two either side) ranked for the question, ~800 tokens, no core",
         options=PROFILES["core"],
         beyond="short",
+        short=800,
+    ),
+    UnbuiltNemoriSystem(
+        "nemori-unbuilt-s800",
+        "nemori-unbuilt with the short road's context at ~800 tokens (the default before the fourth round) instead of ~450",
+        options=PROFILES["core"],
+        short=800,
     ),
     UnbuiltNemoriSystem(
         "nemori-unbuilt-s450",
-        "nemori-unbuilt with a shorter short road beyond the window: ~450 tokens of raw turns (two either side) instead of ~800",
+        "nemori-unbuilt with ~450 tokens of raw turns (two either side) beyond the window: the default now, kept under the name it was tuned as",
         options=PROFILES["core"],
         short=450,
     ),
@@ -286,12 +293,14 @@ _ABLATIONS = (
         "~800 tokens, no core; the core where the whole history fits",
         options=PROFILES["core"],
         beyond="short",
+        short=800,
     ),
     CoreNemoriSystem(
         "nemori-short-ep3",
         "nemori-short with the 3 best episodes (narratives with their dates) in the ranking too",
         options=PROFILES["core"],
         beyond="short",
+        short=800,
         short_episodes=3,
     ),
     NemoriSystem(

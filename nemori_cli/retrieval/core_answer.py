@@ -64,14 +64,17 @@ class CoreBudget:
     # keeps a small core (``lean`` tokens: facts, then the newest turns), cached like the full one,
     # and gives ``short`` tokens of retrieval to the question after it, on the core road's prompt.
     beyond: str = "core"
-    short: int = 800  # estimated tokens of the short context (and of the lean road's retrieval)
+    # Estimated tokens of the short context. 450, not 800: over the tuning split's 135 questions the shorter one
+    # scored level (+1.2, interval [-3.2, +5.5]) and answered in 2.9 s instead of 5.0 (docs/BEYOND.md, fourth round).
+    short: int = 450
+    lean_tail: int = 800  # tokens of retrieval after the lean road's small core
     lean: int = 1024  # tokens of the lean road's core
     short_episodes: int = 0  # episodes (narratives with their dates) in that ranking; 0: facts and turns only
 
 
 BEYOND = "core"  # what `ask` does where the history is longer than the core holds (CoreBudget.beyond)
 # Beyond the window, a core whose KV state would cost more than this many tokens to read before the answer (none
-# saved yet: after `ingest --build later`) is not read for one question: the short road answers it (~800 tokens
+# saved yet: after `ingest --build later`) is not read for one question: the short road answers it (~450 tokens
 # chosen for the question, no core). Reading a ~6,000-token core took 40-76 s with `small` on 2 cores; the short
 # road answers in about 5 s, and scored level with the core road over the tuning split's 135 questions (+0.9,
 # interval [-4.0, +5.9]; on the confirmation haystack +4.1 [-3.0, +11.7]: docs/BEYOND.md). The caller decides when the rule applies (services/answer.py: while
@@ -87,7 +90,7 @@ def budget_for(context_window: int, tail: int = TAIL_TOKENS, beyond: str | None 
 
 def beyond_tail(core: core_memory.Core, sizes: CoreBudget) -> int:
     """Tokens of retrieval after this core: the lean road's core is small, and the question gets ``short``."""
-    return sizes.short if sizes.beyond == "lean" and not core.holds_everything else sizes.tail
+    return sizes.lean_tail if sizes.beyond == "lean" and not core.holds_everything else sizes.tail
 
 
 def reads_core(core: core_memory.Core, sizes: CoreBudget) -> bool:
@@ -211,7 +214,7 @@ def _short(
     """Beyond the window, the question's own short context (retrieval/answer.ask's road), then the same code mends.
 
     A 0.5B model given 7k tokens of recent chat copies a line of it; given
-    ~800 tokens chosen for the question it answers (docs/BEYOND.md). The
+    ~450-800 tokens chosen for the question it answers (docs/BEYOND.md). The
     core's KV state is not needed; only the prompt's head (its instructions)
     is held, from its file in a fresh process.
     """

@@ -236,7 +236,7 @@ def test_the_lean_road_reads_a_small_core_and_gives_the_rest_to_the_question(db,
     _ingest(db, llm, backend, embedder, old + _chat(40))
     _answering(backend, "Biscuit")
     full = core_answer.CoreBudget(600, tail=10)
-    lean = core_answer.CoreBudget(600, tail=10, beyond="lean", lean=80, short=400)
+    lean = core_answer.CoreBudget(600, tail=10, beyond="lean", lean=80, lean_tail=400)
     big = core_answer.build_core(db, "u", llm, full, PROFILES["core"])
     small = core_answer.build_core(db, "u", llm, lean, PROFILES["core"])
     assert not big.holds_everything and len(small.turns) < len(big.turns) and small.tokens <= 80

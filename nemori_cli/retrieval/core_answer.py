@@ -65,7 +65,8 @@ class CoreBudget:
     # and gives ``short`` tokens of retrieval to the question after it, on the core road's prompt.
     beyond: str = "core"
     # Estimated tokens of the short context. 450, not 800: over the tuning split's 135 questions the shorter one
-    # scored level (+1.2, interval [-3.2, +5.5]) and answered in 2.9 s instead of 5.0 (docs/BEYOND.md, fourth round).
+    # scored level (+1.2, interval [-3.2, +5.5]) and answered in 2.9 s instead of 5.0; the confirmation split agreed
+    # (-0.7 [-4.7, +3.4]; 3.3-3.5 s against 5.2-6.0). It finds less of the evidence (docs/BEYOND.md, fourth round).
     short: int = 450
     lean_tail: int = 800  # tokens of retrieval after the lean road's small core
     lean: int = 1024  # tokens of the lean road's core
@@ -76,7 +77,7 @@ BEYOND = "core"  # what `ask` does where the history is longer than the core hol
 # Beyond the window, a core whose KV state would cost more than this many tokens to read before the answer (none
 # saved yet: after `ingest --build later`) is not read for one question: the short road answers it (~450 tokens
 # chosen for the question, no core). Reading a ~6,000-token core took 40-76 s with `small` on 2 cores; the short
-# road answers in about 5 s, and scored level with the core road over the tuning split's 135 questions (+0.9,
+# road answers in about 3.5 s (5 s at its earlier ~800 tokens), and scored level with the core road over the tuning split's 135 questions (+0.9,
 # interval [-4.0, +5.9]; on the confirmation haystack +4.1 [-3.0, +11.7]: docs/BEYOND.md). The caller decides when the rule applies (services/answer.py: while
 # messages wait for a build); `nemori build` reads and saves the core.
 COLD_CORE_TOKENS = 1024

@@ -358,6 +358,11 @@ def test_focus_lines_are_whole_without_the_question_words():
     assert "drove home late" not in core_prompt.focus_lines([hit], frozenset({"chari", "race"}), 12)
 
 
+def _ask_hamster(db, llm, embedder, **roads):
+    """core_answer.ask of _hamster()'s question, with the sizes and callbacks a test sets."""
+    return core_answer.ask(db, "u", embedder, llm, "What is the hamster called?", PROFILES["core"], **roads)
+
+
 def test_beyond_the_window_a_core_costly_to_read_is_left_for_the_short_road(db, llm, backend, embedder):
     old = _hamster()
     _ingest(db, llm, backend, embedder, old + _chat(40))
@@ -366,17 +371,7 @@ def test_beyond_the_window_a_core_costly_to_read_is_left_for_the_short_road(db, 
     prepared: list = []
     costs = {"cold": core_answer.COLD_CORE_TOKENS + 1, "saved": 0}
     for state, cost in costs.items():
-        answer = core_answer.ask(
-            db,
-            "u",
-            embedder,
-            llm,
-            "What is the hamster called?",
-            PROFILES["core"],
-            sizes=sizes,
-            prepare=prepared.append,
-            to_read=lambda core, cost=cost: cost,
-        )
+        answer = _ask_hamster(db, llm, embedder, sizes=sizes, prepare=prepared.append, to_read=lambda core, cost=cost: cost)
         assert answer.answer == "Biscuit"
         prompt = backend.prompts_for("Answer")[-1][1]["content"]
         core = core_memory.build(db, "u", sizes.core)
@@ -393,13 +388,10 @@ def test_the_short_road_holds_its_instructions_head_and_its_prompt_begins_with_i
     _ingest(db, llm, backend, embedder, _hamster() + _chat(40))
     _answering(backend, "Biscuit")
     heads: list = []
-    answer = core_answer.ask(
+    answer = _ask_hamster(
         db,
-        "u",
-        embedder,
         llm,
-        "What is the hamster called?",
-        PROFILES["core"],
+        embedder,
         sizes=core_answer.CoreBudget(150, tail=10),
         prepare=lambda core: pytest.fail("the short road reads no core"),
         to_read=lambda core: core_answer.COLD_CORE_TOKENS + 1,

@@ -68,6 +68,33 @@ def format_date(d: date) -> str:
     return f"{d.day} {_MONTHS[d.month - 1]} {d.year}"
 
 
+# An ISO date or year-month in running text ("2023-06-16", "2023-10"); digits on either side are not one.
+_ISO_IN_TEXT = re.compile(r"(?<![\d-])(\d{4})-(\d{2})(?:-(\d{2}))?(?![\d-])")
+
+
+def spell_iso_dates(text: str) -> str:
+    """ISO dates in ``text`` written as format_date writes them: "2023-06-16" -> "16 June 2023", "2023-10" -> "October 2023".
+
+    A small model sometimes answers a "when" in ISO form although every date it
+    was shown is written out; a reader (and LoCoMo's gold, "October, 2023")
+    says the month by name. What is not a real date ("2023-13", "2023-02-30")
+    is left as written.
+    """
+
+    def spelled(m: re.Match[str]) -> str:
+        year, month, day = int(m.group(1)), int(m.group(2)), m.group(3)
+        if not 1 <= month <= 12:
+            return m.group(0)
+        if day is None:
+            return f"{_MONTHS[month - 1]} {year}"
+        try:
+            return format_date(date(year, month, int(day)))
+        except ValueError:
+            return m.group(0)
+
+    return _ISO_IN_TEXT.sub(spelled, text)
+
+
 def parse_as_of(text: str) -> datetime:
     """A point in conversation time (--as-of): an ISO date-time, or an ISO date meaning the end of that day.
 

@@ -5,6 +5,10 @@
 A system named ``NAME@N`` takes its answers from the N-th folder given (from 0) alone: the same system
 run twice, e.g. with a setting changed (``--pair nemori-unbuilt@1:nemori-unbuilt@0``).
 
+With --respell, every system also has a row ``NAME+respelled``: its recorded answers with their ISO
+dates written out as ``ask`` now writes them (dates.spell_iso_dates), scored again. A mend that is a
+function of the answer's text alone is measured on the records this way, without running a model.
+
 A bench report pairs systems within one folder and prints each unit's rows;
 a decision is made on a split (two conversations, 90 questions), so this
 pools the answers of every named folder, keyed by (unit, question), and
@@ -23,9 +27,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from nemori_cli.bench import paired
+from nemori_cli.bench.metrics import set_f1
+from nemori_cli.dates import spell_iso_dates
 
 
-def scores(folders: list[Path], units: set[str] | None) -> dict[str, dict[tuple[str, str], float]]:
+def scores(folders: list[Path], units: set[str] | None, respell: bool = False) -> dict[str, dict[tuple[str, str], float]]:
     """system -> (unit, qid) -> set F1; a later folder's record of the same key wins."""
     out: dict[str, dict[tuple[str, str], float]] = {}
     for folder in folders:
@@ -33,7 +39,12 @@ def scores(folders: list[Path], units: set[str] | None) -> dict[str, dict[tuple[
             r = json.loads(line)
             if r.get("kind") != "answer" or (units and r["unit"] not in units):
                 continue
-            out.setdefault(r["system"], {})[(r["unit"], str(r["qid"]))] = float(r["set_f1"])
+            key = (r["unit"], str(r["qid"]))
+            out.setdefault(r["system"], {})[key] = float(r["set_f1"])
+            if respell and not r.get("failed"):
+                said = spell_iso_dates(r["answer"])  # unchanged: the recorded score stands (bench scores may differ in kind)
+                again = set_f1(said, str(r["gold"])) if said != r["answer"] else float(r["set_f1"])
+                out.setdefault(f"{r['system']}+respelled", {})[key] = again
     return out
 
 
@@ -42,12 +53,13 @@ def main() -> int:
     parser.add_argument("folders", nargs="+", type=Path)
     parser.add_argument("--pair", action="append", required=True, help="A:B, A paired against B")
     parser.add_argument("--units", help="comma-separated units to pool (default: all)")
+    parser.add_argument("--respell", action="store_true", help="add NAME+respelled rows: ISO dates written out, scored again")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     units = set(args.units.split(",")) if args.units else None
-    table = scores(args.folders, units)
+    table = scores(args.folders, units, args.respell)
     for n, folder in enumerate(args.folders):
-        table.update({f"{name}@{n}": answers for name, answers in scores([folder], units).items()})
+        table.update({f"{name}@{n}": answers for name, answers in scores([folder], units, args.respell).items()})
     rows = []
     for pair in args.pair:
         a, b = pair.split(":")

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, create_model, field_validator
 
-from nemori_cli.dates import find_relative_times, format_date
+from nemori_cli.dates import find_relative_times, format_date, spell_iso_dates
 from nemori_cli.domain import Hit
 from nemori_cli.prompts import timeline
 from nemori_cli.prompts.render import clip, message_lines
@@ -60,6 +60,8 @@ _BRACKETED = re.compile(r"\s?\[([^\[\]]{1,60})\]")
 def tidy(answer: str) -> str:
     """An answer that copied a resolved time keeps the date only: "yesterday [3 March 2024]" -> "3 March 2024".
 
+    Its ISO dates are written as the prompt writes dates ("2023-10" -> "October 2023": dates.spell_iso_dates).
+
     The brackets are how the context marks what a relative word meant; in an
     answer they are noise (and cost set-F1 precision on the bench).
     """
@@ -76,7 +78,7 @@ def tidy(answer: str) -> str:
     text = _BRACKETED.sub(lambda m: " " + m.group(1), "".join(out)).strip()
     # The "…" that marks where a line shown again was cut (prompts/core.around) is not part of an answer.
     text = text.strip("… ").strip() or text
-    return _first_sentence(text)
+    return _first_sentence(spell_iso_dates(text))
 
 
 _SENTENCE_END = re.compile(r"(?<=[a-z0-9)\]])(?<!\bDr)(?<!\bMr)(?<!\bMrs)(?<!\bMs)(?<!\bSt)[.!?](?=\s+[A-Z])")

@@ -234,6 +234,8 @@ def test_a_when_question_is_told_the_date_of_its_best_turn_and_what_its_relative
         ("on [7 May 2023]", "on 7 May 2023"),
         ("… can expand her store …", "can expand her store"),  # a cut line's marks are no part of an answer
         ("…", "…"),
+        ("2023-10", "October 2023"),  # an ISO date is said as the prompt says dates (LoCoMo's gold: "October, 2023")
+        ("On 2023-06-16 with Maya", "On 16 June 2023 with Maya"),
     ],
 )
 def test_an_answer_keeps_its_first_sentence_and_the_date_a_copied_relative_time_meant(said, kept):

@@ -7,6 +7,8 @@ code under test.
 from datetime import date, datetime, timedelta, timezone
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from nemori_cli.dates import (
     TimeMention,
@@ -14,6 +16,7 @@ from nemori_cli.dates import (
     find_relative_times,
     format_date,
     shift_months,
+    spell_iso_dates,
 )
 
 # Monday 8 May 2023, 13:56. Its week runs Mon 8 - Sun 14 May; the week before
@@ -232,3 +235,25 @@ def test_anchor_may_be_date_or_aware_datetime():
 
 def test_out_of_range_is_skipped_not_raised():
     assert find_relative_times("999 years ago", date(5, 1, 1)) == []
+
+
+@pytest.mark.parametrize(
+    "text, spelled",
+    [
+        ("2023-10", "October 2023"),
+        ("2023-06-16", "16 June 2023"),
+        ("from 2023-01-05 to 2023-02", "from 5 January 2023 to February 2023"),
+        ("2023-13", "2023-13"),  # no month 13
+        ("2023-02-30", "2023-02-30"),  # no 30 February
+        ("2020-2023", "2020-2023"),  # a span of years
+        ("call 555-1234-56", "call 555-1234-56"),  # digits run on: not a date
+        ("12023-10", "12023-10"),
+    ],
+)
+def test_iso_dates_in_text_are_written_as_format_date_writes_them(text, spelled):
+    assert spell_iso_dates(text) == spelled
+
+
+@given(st.dates(min_value=date(1000, 1, 1), max_value=date(9999, 12, 31)))
+def test_every_iso_day_is_spelled_as_its_own_date(day):
+    assert spell_iso_dates(f"on {day.isoformat()}.") == f"on {format_date(day)}."

@@ -79,6 +79,8 @@ def ask(session: Session, user: str, text: str, options: SearchOptions, today: s
         answer, llm, core = _core_road(session, user, text, options, today)
     else:
         embedder, llm = session.embedder, session.answer_llm  # in this order: a wrong embedder is named before a model loads
+        if options.layout == "timeline":  # its prompt opens with the same instructions as the short road's: held from their file
+            session.core_cache.prepare(llm, user, _head())
         answer, _cited = search_road(session.db, user, embedder, llm, text, options, today=today)
     problem = next((e.detail for e in reversed(llm.log.events) if e.kind == "fallback"), "") if answer.failed else ""
     if session.db.read_only:  # a file this process may only read (deps.cannot_write): the answer's cost goes uncounted
@@ -120,9 +122,18 @@ def _core_road(session: Session, user: str, text: str, options: SearchOptions, t
         prepare=prepare,
         to_read=_cold_core_rule(session, user, llm, prepare is not None),
         # The short road's instructions, saved like a core: a fresh process reads only its memories and question.
-        prepare_head=None if options.as_of is not None else (lambda head: cache.prepare(llm, user, head)),
+        # They name no moment, so a question --as-of a past one holds the same file.
+        prepare_head=lambda head: cache.prepare(llm, user, head),
     )
     return answer, llm, cache.last  # how the model came to hold the core (None: not needed, or a past moment's)
+
+
+def _head():
+    """The instructions every timeline prompt opens with, as a prefix the core cache saves and loads (retrieval/core_cache.Head)."""
+    from nemori_cli.prompts.answer import timeline_head
+    from nemori_cli.retrieval.core_cache import Head
+
+    return Head.of(timeline_head())
 
 
 def _cold_core_rule(session: Session, user: str, llm, saved: bool):

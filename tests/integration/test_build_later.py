@@ -149,3 +149,8 @@ def test_beyond_the_window_an_unbuilt_memory_answers_without_reading_its_core(tm
     stamp = saved[0].stat().st_mtime_ns
     again = run_json("ask", "What is Ann's boat called?", "--db", str(db))
     assert again["answer"] == asked["answer"] and saved[0].stat().st_mtime_ns == stamp
+    # A past moment and the budget road open their prompts with the same instructions: the same file serves them.
+    for how in (["--as-of", "2024-12-31"], ["--profile", "budget"]):
+        other = run_json("ask", "What is Ann's boat called?", "--db", str(db), *how)
+        assert not other["failed"] and other["core"] is None, how
+        assert sorted((tmp_path / "long.db.kv").glob("*.kv")) == saved and saved[0].stat().st_mtime_ns == stamp, how

@@ -400,3 +400,27 @@ def test_beyond_the_window_the_short_road_prepares_no_core_and_answers_from_a_sh
         assert core.holds_everything
         memory.ask("What did Ann and Bob say about the kayak?", today="2023-06-01")
         assert "The whole conversation" in asked[-1].history[-1][0][-1]["content"]
+
+
+def test_the_instructions_head_is_held_for_a_past_moment_and_for_the_budget_road(world, monkeypatch):
+    """Every timeline prompt opens with the same instructions: `ask --as-of` beyond the window and `--profile budget`
+    hold them from their saved state as the short road does, and their prompts begin with them."""
+    from nemori_cli import Memory
+    from nemori_cli.prompts import answer as answer_prompt
+    from nemori_cli.retrieval import core_answer
+    from nemori_cli.retrieval.core_cache import CoreCache, Head
+
+    tmp_path, asked = world
+    held: list = []
+    real = CoreCache.prepare
+    monkeypatch.setattr(CoreCache, "prepare", lambda self, llm, user, prefix: held.append(prefix) or real(self, llm, user, prefix))
+    small = core_answer.CoreBudget(40, beyond="short")  # 40 tokens: the 8 messages do not fit
+    monkeypatch.setattr(core_answer, "budget_for", lambda window, *tail, beyond=None: small)
+    with Memory(tmp_path / "m.db") as memory:
+        memory.ingest(conversation(per_topic=2))
+        for how in ({"as_of": "2023-06-01"}, {"profile": "budget"}):
+            held.clear()
+            memory.ask("What did Ann and Bob say about the kayak?", **how)
+            assert [type(p) for p in held] == [Head] and held[0].prefix == answer_prompt.timeline_head(), how
+            prompt = asked[-1].history[-1][0]
+            assert prompt[0] == held[0].prefix[0] and prompt[1]["content"].startswith(held[0].prefix[1]["content"]), how

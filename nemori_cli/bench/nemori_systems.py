@@ -259,6 +259,20 @@ _ABLATIONS = (
         options=replace(PROFILES["core"], turns=1),
         short=300,
     ),
+    # Fifth round: no neighbours. Over the tuning split's 133 questions with evidence, the found turns alone held 62% of
+    # the gold turns in ~415 tokens against 54% for two either side in ~420 (scripts/recall_sweep.py, no model).
+    UnbuiltNemoriSystem(
+        "nemori-unbuilt-s400-t0",
+        "nemori-unbuilt with ~400 tokens of raw turns beyond the window, each found turn alone (no turns either side)",
+        options=replace(PROFILES["core"], turns=0),
+        short=400,
+    ),
+    UnbuiltNemoriSystem(
+        "nemori-unbuilt-s300-t0",
+        "nemori-unbuilt with ~300 tokens of raw turns beyond the window, each found turn alone (no turns either side)",
+        options=replace(PROFILES["core"], turns=0),
+        short=300,
+    ),
     UnbuiltNemoriSystem(
         "nemori-unbuilt-wide",
         "nemori-unbuilt with 800 tokens retrieved beyond the core instead of 200 (a smaller core)",

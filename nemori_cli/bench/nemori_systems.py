@@ -273,6 +273,13 @@ _ABLATIONS = (
         options=replace(PROFILES["core"], turns=0),
         short=300,
     ),
+    # The same shape, ranked with the full-text list weighted twice the vector list: 57% of the gold turns against 54%
+    # in the same tokens (scripts/recall_sweep.py); the found-turns-alone rows found more and answered worse.
+    UnbuiltNemoriSystem(
+        "nemori-unbuilt-tw2",
+        "nemori-unbuilt with the short road's ranking weighting full text (BM25) twice the vectors (~450 tokens, two either side)",
+        options=replace(PROFILES["core"], text_weight=2.0),
+    ),
     UnbuiltNemoriSystem(
         "nemori-unbuilt-wide",
         "nemori-unbuilt with 800 tokens retrieved beyond the core instead of 200 (a smaller core)",

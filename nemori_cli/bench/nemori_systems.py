@@ -316,6 +316,15 @@ _ABLATIONS = (
         beyond="short",
         short=800,
     ),
+    # Fifth round: built, conv-43's core road scored 26.6 where the unbuilt short road scored 31.5 (docs/BEYOND.md).
+    CoreNemoriSystem(
+        "nemori-s450",
+        "nemori with the short road beyond the window at its shipped size: facts and raw turns (two either side) in one "
+        "ranking for the question, ~450 tokens, no core; the core where the whole history fits",
+        options=PROFILES["core"],
+        beyond="short",
+        short=450,
+    ),
     CoreNemoriSystem(
         "nemori-short-ep3",
         "nemori-short with the 3 best episodes (narratives with their dates) in the ranking too",

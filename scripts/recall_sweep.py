@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from nemori_cli import Memory
 from nemori_cli.bench.metrics import evidence_recall
+from nemori_cli.errors import NemoriError
 from nemori_cli.prompts.timeline import estimate_tokens, render
 
 DATA = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo-dev.json"
@@ -56,7 +57,12 @@ def main() -> int:
     parser.add_argument("--user", default="bench")
     args = parser.parse_args()
     gold = evidence()
-    settings = [{}] + [dict((kv.split("=")[0], value(kv.split("=")[1])) for kv in s.split(",")) for s in args.set]
+    settings: list[dict] = [{}]
+    for spec in args.set:
+        pairs = [kv.partition("=") for kv in spec.split(",")]
+        if any(not name or not eq for name, eq, _ in pairs):
+            parser.error(f"--set {spec!r}: expected FIELD=VALUE[,FIELD=VALUE]")
+        settings.append({name: value(text) for name, _, text in pairs})
     totals = [[0.0, 0, 0] for _ in settings]  # recall sum, questions, tokens sum
     for spec in args.folders:
         folder, _, system = spec.partition(":")
@@ -67,6 +73,8 @@ def main() -> int:
             if r.get("kind") == "answer" and r["system"] == system:
                 asked[(r["unit"], str(r["qid"]))] = r
         for unit in sorted({u for u, _ in asked}):
+            if not database(Path(folder), unit).exists():
+                parser.error(f"{database(Path(folder), unit)}: no unbuilt database for {unit} (is {folder} a bench --out folder?)")
             with Memory(database(Path(folder), unit), user=args.user) as memory:
                 for (u, qid), r in sorted(asked.items()):
                     if u != unit:
@@ -89,4 +97,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    try:
+        raise SystemExit(main())
+    except NemoriError as e:  # an unknown --set field, a database of another embedder: one line, not a traceback
+        print(f"recall_sweep.py: {e}", file=sys.stderr)
+        raise SystemExit(2) from None

@@ -325,6 +325,24 @@ _ABLATIONS = (
         beyond="short",
         short=450,
     ),
+    # Sixth round: the facts out of the short road's ranking, so a built memory answers beyond the window as an unbuilt
+    # one does (the 0.5B model's facts took a found turn's place on conv-26: 28.8 against the unbuilt road's 32.2).
+    CoreNemoriSystem(
+        "nemori-s450-turns",
+        "nemori-s450 with raw turns alone in the short road's ranking (no facts); the core, with its facts, where the whole "
+        "history fits",
+        options=replace(PROFILES["core"], facts=0),
+        beyond="short",
+        short=450,
+    ),
+    CoreNemoriSystem(
+        "nemori-s450-ft",
+        "nemori-s450 with each fact found for the question shown as the raw turn it came from (two either side), in the "
+        "fact's place in the ranking; the core, with its facts, where the whole history fits",
+        options=replace(PROFILES["core"], facts_as="turn"),
+        beyond="short",
+        short=450,
+    ),
     CoreNemoriSystem(
         "nemori-short-ep3",
         "nemori-short with the 3 best episodes (narratives with their dates) in the ranking too",

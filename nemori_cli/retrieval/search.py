@@ -19,7 +19,7 @@ from nemori_cli.domain import Episode, Hit, to_epoch
 from nemori_cli.embed.base import Embedder
 from nemori_cli.memory.method import mode_of
 from nemori_cli.memory.mode import MemoryMode
-from nemori_cli.retrieval import budget
+from nemori_cli.retrieval import budget, fact_turns
 from nemori_cli.store import episodes as episode_sql
 from nemori_cli.store import facts as fact_sql
 from nemori_cli.store import message_index
@@ -54,6 +54,12 @@ class SearchOptions:
     as_of: datetime | None = None
     # `ask` answers from the core context (retrieval/core.py) and retrieves only what it lacks; `search` ignores it.
     core: bool = False
+    # How a fact enters the ranking: "text", itself; "turn", the raw turn it was distilled from, with its neighbours
+    # (retrieval/fact_turns.py), so the fact chooses what is shown and the reader sees what was said.
+    facts_as: str = "text"
+
+
+FACTS_AS = ("text", "turn")  # SearchOptions.facts_as
 
 
 # Named settings, so a run says which it used and the paper's stays comparable.
@@ -150,12 +156,13 @@ def _search(db: Store, user: str, embedder: Embedder, query: str, options: Searc
                 messages=ep.messages,
             )
         )
-    if options.facts and "fact" in mode.kinds:
-        hits.extend(_fact_hits(db, user, query, query_vector, options))
-    if options.notes and "note" in mode.kinds:
-        hits.extend(_note_hits(db, user, query, query_vector, options))
-    if options.messages and mode.searches_raw_turns(db, user):
-        hits.extend(_message_hits(db, user, query, query_vector, options))
+    facts = _fact_hits(db, user, query, query_vector, options) if options.facts and "fact" in mode.kinds else []
+    notes = _note_hits(db, user, query, query_vector, options) if options.notes and "note" in mode.kinds else []
+    turns = _message_hits(db, user, query, query_vector, options) if options.messages and mode.searches_raw_turns(db, user) else []
+    if options.facts_as == "turn":
+        hits += [*notes, *fact_turns.as_turns(db, user, facts, turns, options.turns, options.as_of)]
+    else:
+        hits += [*facts, *notes, *turns]
     if options.budget:
         hits = budget.select(hits, options.budget)
     hits.extend(mode.always_shown(db, user, as_of=options.as_of))

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from nemori_cli.domain import Answer, Hit, Usage
 from nemori_cli.errors import ConfigError, InputError
-from nemori_cli.retrieval.search import PROFILES, SearchOptions
+from nemori_cli.retrieval.search import FACTS_AS, PROFILES, SearchOptions
 
 if TYPE_CHECKING:
     from nemori_cli.deps import Session
@@ -180,6 +180,8 @@ def search_options(
     if unknown:
         raise ConfigError(f"unknown search option {', '.join(unknown)}; expected some of {', '.join(SearchOptions.__dataclass_fields__)}")
     options = replace(options, **overrides)
+    if options.facts_as not in FACTS_AS:
+        raise ConfigError(f"search option facts_as={options.facts_as!r} is not one of {', '.join(FACTS_AS)}")
     return replace(options, as_of=moment(as_of)) if as_of is not None else options
 
 

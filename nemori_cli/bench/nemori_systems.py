@@ -197,24 +197,54 @@ def _turns(db: Store, user: str, hits) -> tuple[str, ...]:
 _ABLATIONS = (
     CoreNemoriSystem(
         "nemori",
-        "Nemori as `nemori ask` answers: a cached core (current facts, then the most recent turns that fit the window), "
-        "then facts and older turns retrieved beyond it (~200 tokens), then the best-matching turns again",
+        "Nemori as `nemori ask` answers: where the whole history fits, a cached core (current facts, then the turns) and "
+        "the best-matching turns again; beyond the window, ~450 tokens of raw turns (two either side) ranked for the question",
         options=PROFILES["core"],
+    ),
+    # Until the sixth round `ask` kept the core beyond the window too; these rows keep that road, so their records keep
+    # their meaning (the core-road ablations below measure the core, which beyond the window only this road reads).
+    CoreNemoriSystem(
+        "nemori-core-road",
+        "nemori with the core road beyond the window (the default before the sixth round): a cached core (current facts, "
+        "then the most recent turns that fit the window), then facts and older turns retrieved beyond it (~200 tokens), "
+        "then the best-matching turns again",
+        options=PROFILES["core"],
+        beyond="core",
     ),
     CoreNemoriSystem(
         "nemori-wide",
-        "nemori with 800 tokens retrieved beyond the core instead of the default (a smaller core, more retrieval read per question)",
+        "nemori-core-road with 800 tokens retrieved beyond the core instead of 200 (a smaller core, more retrieval read per question)",
         options=PROFILES["core"],
         tail=800,
+        beyond="core",
     ),
-    CoreNemoriSystem("nemori-core-nofacts", "nemori without the facts in its core (raw turns only)", options=PROFILES["core"], facts=False),
-    CoreNemoriSystem("nemori-core-nofocus", "nemori without the best-matching turns shown again", options=PROFILES["core"], focus=0),
-    CoreNemoriSystem("nemori-core-focus1", "nemori with only the best-matching turn shown again", options=PROFILES["core"], focus=1),
+    CoreNemoriSystem(
+        "nemori-core-nofacts",
+        "nemori-core-road without the facts in its core (raw turns only)",
+        options=PROFILES["core"],
+        facts=False,
+        beyond="core",
+    ),
+    CoreNemoriSystem(
+        "nemori-core-nofocus",
+        "nemori-core-road without the best-matching turns shown again",
+        options=PROFILES["core"],
+        focus=0,
+        beyond="core",
+    ),
+    CoreNemoriSystem(
+        "nemori-core-focus1",
+        "nemori-core-road with only the best-matching turn shown again",
+        options=PROFILES["core"],
+        focus=1,
+        beyond="core",
+    ),
     CoreNemoriSystem(
         "nemori-core-cut12",
-        "nemori with each best-matching turn shown again cut to the 12 words around the question's",
+        "nemori-core-road with each best-matching turn shown again cut to the 12 words around the question's",
         options=PROFILES["core"],
         focus_words=12,
+        beyond="core",
     ),
     UnbuiltNemoriSystem(
         "nemori-unbuilt",
@@ -227,6 +257,7 @@ _ABLATIONS = (
         "nemori-unbuilt with its core read on the first question and kept (what `ask` did before a cold core was left unread)",
         options=PROFILES["core"],
         cold=False,
+        beyond="core",
     ),
     UnbuiltNemoriSystem(
         "nemori-unbuilt-short",
@@ -285,6 +316,7 @@ _ABLATIONS = (
         "nemori-unbuilt with 800 tokens retrieved beyond the core instead of 200 (a smaller core)",
         options=PROFILES["core"],
         cold=False,
+        beyond="core",
         tail=800,
     ),
     UnbuiltNemoriSystem(
@@ -315,6 +347,7 @@ _ABLATIONS = (
         options=PROFILES["core"],
         beyond="short",
         short=800,
+        short_facts=True,
     ),
     # Fifth round: built, conv-43's core road scored 26.6 where the unbuilt short road scored 31.5 (docs/BEYOND.md).
     CoreNemoriSystem(
@@ -324,13 +357,14 @@ _ABLATIONS = (
         options=PROFILES["core"],
         beyond="short",
         short=450,
+        short_facts=True,
     ),
     # Sixth round: the facts out of the short road's ranking, so a built memory answers beyond the window as an unbuilt
     # one does (the 0.5B model's facts took a found turn's place on conv-26: 28.8 against the unbuilt road's 32.2).
     CoreNemoriSystem(
         "nemori-s450-turns",
-        "nemori-s450 with raw turns alone in the short road's ranking (no facts); the core, with its facts, where the whole "
-        "history fits",
+        "nemori-s450 with raw turns alone in the short road's ranking (no facts): what nemori does since the sixth round; "
+        "the core, with its facts, where the whole history fits",
         options=replace(PROFILES["core"], facts=0),
         beyond="short",
         short=450,
@@ -342,6 +376,7 @@ _ABLATIONS = (
         options=replace(PROFILES["core"], facts_as="turn"),
         beyond="short",
         short=450,
+        short_facts=True,
     ),
     CoreNemoriSystem(
         "nemori-short-ep3",
@@ -349,6 +384,7 @@ _ABLATIONS = (
         options=PROFILES["core"],
         beyond="short",
         short=800,
+        short_facts=True,
         short_episodes=3,
     ),
     NemoriSystem(

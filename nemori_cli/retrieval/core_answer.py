@@ -70,16 +70,25 @@ class CoreBudget:
     short: int = 450
     lean_tail: int = 800  # tokens of retrieval after the lean road's small core
     lean: int = 1024  # tokens of the lean road's core
-    short_episodes: int = 0  # episodes (narratives with their dates) in that ranking; 0: facts and turns only
+    short_episodes: int = 0  # episodes (narratives with their dates) in that ranking; 0: none
+    # The built memory's facts in that ranking too. Off: written by the 0.5B model, a fact takes a found turn's place
+    # (conv-26 built: 28.8 with facts, 32.2 without); shown as the turn it came from instead, it pushed the
+    # question's own turns out (-8.4 [-15.0, -2.2] over the tuning split's 90 questions: docs/BEYOND.md, sixth round).
+    short_facts: bool = False
 
 
-BEYOND = "core"  # what `ask` does where the history is longer than the core holds (CoreBudget.beyond)
-# Beyond the window, a core whose KV state would cost more than this many tokens to read before the answer (none
+# What `ask` does where the history is longer than the core holds (CoreBudget.beyond): the short road, for a built
+# memory as for an unbuilt one. Over built whole conversations it scored level with the core road (tuning split
+# -0.9 [-6.4, +4.8]; confirmation split: docs/BEYOND.md, sixth round) in half the time (2.6-2.8 s against 5.6-6.4 s).
+# The core road still leads on conv-26, where it was designed; the bench's nemori-core-road row keeps measuring it.
+BEYOND = "short"
+# On the core road (beyond="core": the bench's nemori-core-road and its ablations; `ask`'s road beyond the window until
+# the sixth round), a core whose KV state would cost more than this many tokens to read before the answer (none
 # saved yet: after `ingest --build later`) is not read for one question: the short road answers it (~450 tokens
 # chosen for the question, no core). Reading a ~6,000-token core took 40-76 s with `small` on 2 cores; the short
 # road answers in about 3.5 s (5 s at its earlier ~800 tokens), and scored level with the core road over the tuning split's 135 questions (+0.9,
 # interval [-4.0, +5.9]; on the confirmation haystack +4.1 [-3.0, +11.7]: docs/BEYOND.md). The caller decides when the rule applies (services/answer.py: while
-# messages wait for a build); `nemori build` reads and saves the core.
+# messages wait for a build).
 COLD_CORE_TOKENS = 1024
 
 
@@ -221,7 +230,9 @@ def _short(
     """
     if prepare_head is not None:
         prepare_head(Head.of(answer_prompt.timeline_head()))
-    short = replace(options, core=False, budget=sizes.short, k=sizes.short_episodes, layout="timeline")
+    short = replace(
+        options, core=False, budget=sizes.short, k=sizes.short_episodes, layout="timeline", facts=options.facts if sizes.short_facts else 0
+    )
     answer, _cited = answer_module.ask(db, user, embedder, llm, question, short, today=today)
     if answer.failed or answer.abstained:
         return replace(answer, search_ms=answer.search_ms or (time.perf_counter() - started) * 1000)

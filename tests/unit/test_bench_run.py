@@ -244,9 +244,9 @@ def test_every_ablation_builds_its_own_way_and_answers(tmp_path, shared, locomo_
     assert {a["system"] for a in log.of_kind("answer")} == set(names) and len(log.of_kind("answer")) == 3 * len(names)
     builds = {b["build_key"]: b for b in log.of_kind("build")}
     # nemori-paper, nemori-text, nemori-narratives and nemori-no-episodic read nemori's memory
-    # nemori, its five core variants, its five short-road and two lean-road variants, budget, paper, text, narratives
+    # nemori, its six core variants, its five short-road and two lean-road variants, budget, paper, text, narratives
     # and no-episodic read one memory; the twelve unbuilt systems read another.
-    assert len(builds) == len(names) - 28
+    assert len(builds) == len(names) - 29
     assert builds["nemori-native-nofacts-int-narrative"]["storage"]["facts"] == 0
     assert builds["nemori-summary-nofacts-int-narrative"]["storage"]["summary"] == 1
     assert "prediction" not in {s["stage"] for s in builds["nemori-native-direct-int-narrative"]["stages"]}

@@ -79,7 +79,8 @@ class CoreBudget:
 
 # What `ask` does where the history is longer than the core holds (CoreBudget.beyond): the short road, for a built
 # memory as for an unbuilt one. Over built whole conversations it scored level with the core road (tuning split
-# -0.9 [-6.4, +4.8]; confirmation split: docs/BEYOND.md, sixth round) in half the time (2.6-2.8 s against 5.6-6.4 s).
+# -0.9 [-6.4, +4.8]; confirmation split +4.1 [-0.8, +9.5]: docs/BEYOND.md, sixth round) in half the time (2.5-2.8 s
+# against 5.6-6.1 s).
 # The core road still leads on conv-26, where it was designed; the bench's nemori-core-road row keeps measuring it.
 BEYOND = "short"
 # On the core road (beyond="core": the bench's nemori-core-road and its ablations; `ask`'s road beyond the window until

@@ -441,28 +441,3 @@ for _system in _OTHER_MODES:
     register(_system)
 
 register_group("nemori-ablations", tuple(s.name for s in (*_ABLATIONS, *_OTHER_MODES)))
-
-# A-MEM (arXiv 2502.12110) as a management mode: notes, links, evolution;
-# retrieval is the top k = 10 notes plus the notes linked to them.
-_AMEM = (
-    NemoriSystem(
-        "amem",
-        "A-MEM: one note per raw message (keywords, context, tags), linked and evolved; top 10 notes plus their links",
-        profile=Profile(memory=modes.AMEM.name),
-    ),
-    NemoriSystem(
-        "nemori+amem",
-        "Nemori's episodes, with its distilled facts stored as A-MEM notes instead of consolidated facts; k=10 episodes, r=2, 10 notes plus links",
-        profile=replace(DEFAULT, memory=modes.NEMORI_AMEM.name),
-    ),
-    NemoriSystem(
-        "nemori+amem-notes",
-        "A-MEM fed Nemori's distilled facts, answered from its notes alone (the Nemori paper's storage comparison)",
-        profile=replace(DEFAULT, memory=modes.NEMORI_AMEM.name),
-        options=replace(PAPER_SEARCH, k=0, raw_for_top=0),
-        notes_only=True,
-    ),
-)
-for _system in _AMEM:
-    register(_system)
-register_group("amem-all", tuple(s.name for s in _AMEM))

@@ -1,6 +1,7 @@
 """Evidence recall of the short road's retrieval under other settings, with no model: a cheap filter before a bench run.
 
     python scripts/recall_sweep.py RESULTS_FOLDER[:SYSTEM] [...] --set turns=1 --set text_weight=2 [--budget 450]
+        [--db nemori-native-prediction-int-narrative-similarity.db --base facts=0]
 
 Each folder's results.jsonl names the questions (unit, qid, question) that SYSTEM (default nemori-unbuilt)
 answered, and its memories/ hold the unbuilt databases they were asked of. Every question is searched again
@@ -8,6 +9,8 @@ as the short road searches (profile "budget", no episodes, ``--budget`` estimate
 road's own settings and once with each --set changed, and the share of the gold evidence turns the context
 holds is averaged (bench/metrics.evidence_recall, as the bench counts it), with the context's estimated tokens.
 A setting that finds more evidence in the same tokens is worth a bench run; recall is not an answer's score.
+--db names another database of each unit's memories/ folder (a built one); --base sets what every setting shares
+(facts=0: turns alone, as `ask` reads a built memory beyond the window).
 """
 
 from __future__ import annotations
@@ -35,9 +38,9 @@ def evidence() -> dict[tuple[str, str], list[str]]:
     return out
 
 
-def database(folder: Path, unit: str) -> Path:
+def database(folder: Path, unit: str, file: str = "nemori-unbuilt.db") -> Path:
     name = unit.replace("haystack:", "haystack_").replace("+", "_")
-    return folder / "memories" / name / "nemori-unbuilt.db"
+    return folder / "memories" / name / file
 
 
 def value(text: str):
@@ -55,14 +58,18 @@ def main() -> int:
     parser.add_argument("--set", action="append", default=[], help="FIELD=VALUE[,FIELD=VALUE]: one setting to try")
     parser.add_argument("--budget", type=int, default=450)
     parser.add_argument("--user", default="bench")
+    parser.add_argument("--db", default="nemori-unbuilt.db", help="the database file in each unit's memories/ folder")
+    parser.add_argument("--base", default="", help="FIELD=VALUE[,FIELD=VALUE]: settings every row shares")
     args = parser.parse_args()
     gold = evidence()
-    settings: list[dict] = [{}]
-    for spec in args.set:
+    def parsed(spec: str, flag: str) -> dict:
         pairs = [kv.partition("=") for kv in spec.split(",")]
         if any(not name or not eq for name, eq, _ in pairs):
-            parser.error(f"--set {spec!r}: expected FIELD=VALUE[,FIELD=VALUE]")
-        settings.append({name: value(text) for name, _, text in pairs})
+            parser.error(f"{flag} {spec!r}: expected FIELD=VALUE[,FIELD=VALUE]")
+        return {name: value(text) for name, _, text in pairs}
+
+    base = parsed(args.base, "--base") if args.base else {}
+    settings: list[dict] = [{}, *(parsed(spec, "--set") for spec in args.set)]
     totals = [[0.0, 0, 0] for _ in settings]  # recall sum, questions, tokens sum
     for spec in args.folders:
         folder, _, system = spec.partition(":")
@@ -73,9 +80,9 @@ def main() -> int:
             if r.get("kind") == "answer" and r["system"] == system:
                 asked[(r["unit"], str(r["qid"]))] = r
         for unit in sorted({u for u, _ in asked}):
-            if not database(Path(folder), unit).exists():
-                parser.error(f"{database(Path(folder), unit)}: no unbuilt database for {unit} (is {folder} a bench --out folder?)")
-            with Memory(database(Path(folder), unit), user=args.user) as memory:
+            if not database(Path(folder), unit, args.db).exists():
+                parser.error(f"{database(Path(folder), unit, args.db)}: no such database for {unit} (is {folder} a bench --out folder?)")
+            with Memory(database(Path(folder), unit, args.db), user=args.user) as memory:
                 for (u, qid), r in sorted(asked.items()):
                     if u != unit:
                         continue
@@ -84,7 +91,7 @@ def main() -> int:
                     if not wanted:
                         continue
                     for i, extra in enumerate(settings):
-                        hits = memory.search(r["question"], profile="budget", **{"budget": args.budget, "k": 0, **extra})
+                        hits = memory.search(r["question"], profile="budget", **{"budget": args.budget, "k": 0, **base, **extra})
                         turns = [m.source_id for h in hits for m in h.messages]
                         recall = evidence_recall(wanted, turns)
                         totals[i][0] += recall or 0.0

@@ -5,7 +5,10 @@ on Home'") that a question finds more easily than the chat line behind it; but
 written by a 0.5B model it can be wrong, and shown as text it takes a found
 turn's place in a short context (docs/BEYOND.md, fifth round). Shown as the
 turn it came from, with that turn's neighbours, the reader sees what was said
-and who said it, and the fact only decides what is shown.
+and who said it, and the fact only decides what is shown (``facts_as="turn"``).
+Or it only votes (``facts_as="rank"``): the turns the facts point at join the
+raw turns' fusion as a third ranked list (retrieval/search.py), so a turn both
+a fact and the question's words lead to rises, and nothing else is shown.
 
 A fact records the episodes it came from, not the turn: the turn is the one of
 those episodes' messages that shares the most of the fact's words.
@@ -50,16 +53,15 @@ def source_turn(fact_text: str, messages: list[Message]) -> Message | None:
     return best[1] if best else None
 
 
-def as_turns(db: Store, user: str, facts: list[Hit], turns: list[Hit], neighbours: int, as_of: datetime | None = None) -> list[Hit]:
-    """``turns`` with each fact's source turn added at the fact's score (a turn found both ways keeps the better score).
+def pointed(db: Store, user: str, facts: list[Hit], as_of: datetime | None = None) -> list[tuple[Hit, Message]]:
+    """Each fact with the turn it points at, best fact first, each turn once (with the best of its facts).
 
-    Best first is left to the caller's budget; a fact whose episodes hold no
-    message sharing its words points at nothing and is dropped.
+    A fact whose episodes hold no message sharing its words points at nothing
+    and is dropped; a turn said after ``as_of`` is not pointed at.
     """
     stored = fact_sql.by_ids(db, user, [h.id for h in facts])
     owned = message_sql.of_episodes(db, user, sorted({e for f in stored.values() for e in f.source_episode_ids}))
-    by_turn = {h.id: h for h in turns}
-    pointed: dict[int, tuple[Hit, Message]] = {}
+    chosen: dict[int, tuple[Hit, Message]] = {}
     for hit in facts:
         fact = stored.get(hit.id)
         if fact is None:
@@ -68,14 +70,25 @@ def as_turns(db: Store, user: str, facts: list[Hit], turns: list[Hit], neighbour
             m for e in fact.source_episode_ids for m in owned.get(e, []) if as_of is None or to_epoch(m.timestamp) <= to_epoch(as_of)
         ]
         turn = source_turn(fact.text, candidates)
-        if turn is None:
-            continue
+        if turn is not None and (turn.id not in chosen or hit.score > chosen[turn.id][0].score):
+            chosen[turn.id] = (hit, turn)
+    return sorted(chosen.values(), key=lambda pair: -pair[0].score)
+
+
+def as_turns(db: Store, user: str, facts: list[Hit], turns: list[Hit], neighbours: int, as_of: datetime | None = None) -> list[Hit]:
+    """``turns`` with each fact's source turn added at the fact's score (a turn found both ways keeps the better score).
+
+    Best first is left to the caller's budget.
+    """
+    by_turn = {h.id: h for h in turns}
+    added_from: list[tuple[Hit, Message]] = []
+    for hit, turn in pointed(db, user, facts, as_of):
         if turn.id in by_turn:
             if hit.score > by_turn[turn.id].score:
                 by_turn[turn.id] = replace(by_turn[turn.id], score=hit.score)
-        elif turn.id not in pointed or hit.score > pointed[turn.id][0].score:
-            pointed[turn.id] = (hit, turn)
-    context = message_index.around(db, user, [m for _h, m in pointed.values()], neighbours, as_of=as_of)
+        else:
+            added_from.append((hit, turn))
+    context = message_index.around(db, user, [m for _h, m in added_from], neighbours, as_of=as_of)
     added = [
         Hit(
             kind="message",
@@ -90,6 +103,6 @@ def as_turns(db: Store, user: str, facts: list[Hit], turns: list[Hit], neighbour
             similarity=h.similarity,
             messages=tuple(context.get(m.id, [m])),
         )
-        for h, m in pointed.values()
+        for h, m in added_from
     ]
     return [*by_turn.values(), *added]

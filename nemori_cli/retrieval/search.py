@@ -12,6 +12,7 @@ top k are k memories of that moment, not what survives of k.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -55,11 +56,12 @@ class SearchOptions:
     # `ask` answers from the core context (retrieval/core.py) and retrieves only what it lacks; `search` ignores it.
     core: bool = False
     # How a fact enters the ranking: "text", itself; "turn", the raw turn it was distilled from, with its neighbours
-    # (retrieval/fact_turns.py), so the fact chooses what is shown and the reader sees what was said.
+    # (retrieval/fact_turns.py), so the fact chooses what is shown and the reader sees what was said; "rank", not shown:
+    # the turns the facts point at are a third list in the raw turns' fusion, so facts only vote for turns.
     facts_as: str = "text"
 
 
-FACTS_AS = ("text", "turn")  # SearchOptions.facts_as
+FACTS_AS = ("text", "turn", "rank")  # SearchOptions.facts_as
 
 
 # Named settings, so a run says which it used and the paper's stays comparable.
@@ -158,9 +160,13 @@ def _search(db: Store, user: str, embedder: Embedder, query: str, options: Searc
         )
     facts = _fact_hits(db, user, query, query_vector, options) if options.facts and "fact" in mode.kinds else []
     notes = _note_hits(db, user, query, query_vector, options) if options.notes and "note" in mode.kinds else []
-    turns = _message_hits(db, user, query, query_vector, options) if options.messages and mode.searches_raw_turns(db, user) else []
+    searches_turns = options.messages and mode.searches_raw_turns(db, user)
+    voted = [m.id for _h, m in fact_turns.pointed(db, user, facts, options.as_of)] if searches_turns and options.facts_as == "rank" else []
+    turns = _message_hits(db, user, query, query_vector, options, voted) if searches_turns else []
     if options.facts_as == "turn":
         hits += [*notes, *fact_turns.as_turns(db, user, facts, turns, options.turns, options.as_of)]
+    elif options.facts_as == "rank":
+        hits += [*notes, *turns]
     else:
         hits += [*facts, *notes, *turns]
     if options.budget:
@@ -169,15 +175,25 @@ def _search(db: Store, user: str, embedder: Embedder, query: str, options: Searc
     return hits
 
 
-def _message_hits(db: Store, user: str, query: str, query_vector, options: SearchOptions) -> list[Hit]:
-    """Raw turns, searched like everything else; each brings its neighbouring turns."""
-    fused, similarity = _ranked(
-        db, user, query, query_vector, options, message_index.vector_search, message_index.text_search, options.messages
+def _message_hits(db: Store, user: str, query: str, query_vector, options: SearchOptions, voted: Sequence[int] = ()) -> list[Hit]:
+    """Raw turns, searched like everything else; each brings its neighbouring turns.
+
+    ``voted``: turns the question's facts point at, best first, fused as a third list beside meaning and words.
+    """
+    vector_hits = (
+        message_index.vector_search(db, user, query_vector, options.candidates, as_of=options.as_of) if query_vector is not None else []
     )
+    text_hits = (
+        message_index.text_search(db, user, query, options.candidates, as_of=options.as_of) if options.mode in ("hybrid", "text") else []
+    )
+    lists, weights = [[i for i, _ in vector_hits], [i for i, _ in text_hits]], [1.0, options.text_weight]
+    if voted:
+        lists, weights = [*lists, list(voted)], [*weights, 1.0]
+    fused, similarity = fuse(lists, options.messages, weights), dict(vector_hits)
     found = message_sql.by_ids(db, user, [i for i, _, _ in fused])
     context = message_index.around(db, user, [found[i] for i, _, _ in fused if i in found], options.turns, as_of=options.as_of)
     hits = []
-    for message_id, score, (vrank, trank) in fused:
+    for message_id, score, (vrank, trank, *_voted) in fused:
         m = found.get(message_id)
         if m is None:
             continue

@@ -61,3 +61,31 @@ def test_a_turn_found_both_ways_keeps_the_better_score(db, llm, backend, embedde
 def test_an_unknown_facts_as_is_refused(tmp_path):
     with Memory(tmp_path / "m.db", user="u") as memory, pytest.raises(ConfigError, match="facts_as='quotes'"):
         memory.search("anything", facts_as="quotes")
+
+
+def test_facts_as_rank_shows_turns_only_and_lifts_the_turn_a_fact_points_at(db, llm, backend, embedder):
+    build(db, llm, backend, embedder)
+    question = "Where does Ann live? Berlin"
+    options = PROFILES["budget"]
+    berlin = next(h for h in search(db, "u", embedder, question, options)[0] if h.text == BERLIN)
+    ((_fact, pointed),) = fact_turns.pointed(db, "u", [berlin])
+    plain, _ms = search(db, "u", embedder, question, replace(options, facts=0))
+    voted, _ms = search(db, "u", embedder, question, replace(options, facts_as="rank"))
+    assert voted and {h.kind for h in voted} == {"message"}  # the facts vote; none is shown
+    assert len({h.id for h in voted}) == len(voted)
+    before = next((h.score for h in plain if h.id == pointed.id), 0.0)
+    after = next(h.score for h in voted if h.id == pointed.id)
+    assert after > before  # the Berlin fact's vote is added to what meaning and words gave its turn
+    # A turn no fact points at keeps the score it had.
+    others = {h.id: h.score for h in plain if h.id != pointed.id}
+    assert all(others[h.id] == pytest.approx(h.score) for h in voted if h.id in others)
+
+
+def test_pointed_keeps_each_turn_once_with_its_best_fact(db, llm, backend, embedder):
+    build(db, llm, backend, embedder)
+    berlin = next(h for h in search(db, "u", embedder, "Berlin", PROFILES["budget"])[0] if h.text == BERLIN)
+    weaker = replace(berlin, score=berlin.score / 2)
+    ((fact, turn),) = fact_turns.pointed(db, "u", [weaker, berlin])
+    assert fact.score == berlin.score and "Berlin" in turn.content
+    # A fact's turn said after the moment asked about is not pointed at.
+    assert fact_turns.pointed(db, "u", [berlin], as_of=datetime(2000, 1, 1)) == []

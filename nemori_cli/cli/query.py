@@ -82,7 +82,14 @@ Raw = Annotated[
 ]
 Facts = Annotated[
     Opt,
-    typer.Option("--facts", min=0, max=400, metavar="N", help="Facts to retrieve (0: none).", show_default=False),
+    typer.Option(
+        "--facts",
+        min=0,
+        max=400,
+        metavar="N",
+        help="Facts to retrieve (0: none). `ask` beyond the window reads raw turns alone unless N is given.",
+        show_default=False,
+    ),
 ]
 Messages = Annotated[
     Opt,
@@ -160,6 +167,8 @@ class RetrievalArgs:
             chosen["context"] = self.context.value
             if self.context is Context.messages:
                 chosen["layout"] = "grouped"  # raw blocks per episode: the paper's P variant
+        if self.facts:  # facts asked for by number are read beyond the window too (SearchOptions.facts_beyond)
+            chosen["facts_beyond"] = True
         return replace(PROFILES[self.profile.value], mode=self.mode.value, notes=self.notes, linked=self.linked, as_of=moment, **chosen)
 
 

@@ -74,6 +74,7 @@ class CoreBudget:
     # The built memory's facts in that ranking too. Off: written by the 0.5B model, a fact takes a found turn's place
     # (conv-26 built: 28.8 with facts, 32.2 without); shown as the turn it came from instead, it pushed the
     # question's own turns out (-8.4 [-15.0, -2.2] over the tuning split's 90 questions: docs/BEYOND.md, sixth round).
+    # A caller who asks for facts gets them (SearchOptions.facts_beyond).
     short_facts: bool = False
 
 
@@ -231,9 +232,8 @@ def _short(
     """
     if prepare_head is not None:
         prepare_head(Head.of(answer_prompt.timeline_head()))
-    short = replace(
-        options, core=False, budget=sizes.short, k=sizes.short_episodes, layout="timeline", facts=options.facts if sizes.short_facts else 0
-    )
+    facts = options.facts if sizes.short_facts or options.facts_beyond else 0
+    short = replace(options, core=False, budget=sizes.short, k=sizes.short_episodes, layout="timeline", facts=facts)
     answer, _cited = answer_module.ask(db, user, embedder, llm, question, short, today=today)
     if answer.failed or answer.abstained:
         return replace(answer, search_ms=answer.search_ms or (time.perf_counter() - started) * 1000)

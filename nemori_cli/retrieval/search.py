@@ -59,6 +59,10 @@ class SearchOptions:
     # (retrieval/fact_turns.py), so the fact chooses what is shown and the reader sees what was said; "rank", not shown:
     # the turns the facts point at are a third list in the raw turns' fusion, so facts only vote for turns.
     facts_as: str = "text"
+    # `ask` beyond the window (retrieval/core_answer.py's short road): the ``facts`` best facts in the question's
+    # ranking too. Off: raw turns alone, what scored best with the 0.5B reader (docs/BEYOND.md, sixth round). Asking
+    # for a number of facts (`ask --facts N`, `Memory.ask(facts=N)`) turns it on (services/answer.search_options).
+    facts_beyond: bool = False
 
 
 FACTS_AS = ("text", "turn", "rank")  # SearchOptions.facts_as

@@ -180,6 +180,9 @@ def search_options(
     if unknown:
         raise ConfigError(f"unknown search option {', '.join(unknown)}; expected some of {', '.join(SearchOptions.__dataclass_fields__)}")
     options = replace(options, **overrides)
+    if "facts" in overrides and "facts_beyond" not in overrides:
+        # Facts asked for by number are read beyond the window too, where `ask` otherwise reads raw turns alone.
+        options = replace(options, facts_beyond=bool(overrides["facts"]))
     if options.facts_as not in FACTS_AS:
         raise ConfigError(f"search option facts_as={options.facts_as!r} is not one of {', '.join(FACTS_AS)}")
     return replace(options, as_of=moment(as_of)) if as_of is not None else options

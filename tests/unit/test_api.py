@@ -402,6 +402,24 @@ def test_beyond_the_window_the_short_road_prepares_no_core_and_answers_from_a_sh
         assert "The whole conversation" in asked[-1].history[-1][0][-1]["content"]
 
 
+def test_asking_for_facts_by_number_asks_for_them_beyond_the_window_too():
+    """`Memory.ask(facts=N)`: N facts, read on the short road as well (retrieval/core_answer.py reads facts_beyond)."""
+    from nemori_cli.services.answer import search_options
+
+    assert not search_options("core", None, {}).facts_beyond
+    assert search_options("core", None, {"facts": 5}).facts_beyond
+    assert not search_options("core", None, {"facts": 0}).facts_beyond
+    assert not search_options("core", None, {"facts": 5, "facts_beyond": False}).facts_beyond
+
+
+def test_ask_facts_on_the_command_line_asks_for_them_beyond_the_window_too():
+    from nemori_cli.cli.query import Profile, RetrievalArgs
+
+    assert not RetrievalArgs(Profile.core).options().facts_beyond
+    assert RetrievalArgs(Profile.core, facts=5).options().facts_beyond
+    assert not RetrievalArgs(Profile.core, facts=0).options().facts_beyond
+
+
 def test_the_instructions_head_is_held_for_a_past_moment_and_for_the_budget_road(world, monkeypatch):
     """Every timeline prompt opens with the same instructions: `ask --as-of` beyond the window and `--profile budget`
     hold them from their saved state as the short road does, and their prompts begin with them."""

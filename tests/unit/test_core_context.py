@@ -405,6 +405,23 @@ def test_the_short_road_holds_its_instructions_head_and_its_prompt_begins_with_i
     assert prompt[1]["content"].startswith(head[1]["content"]) and len(prompt[1]["content"]) > len(head[1]["content"])
 
 
+def test_the_short_road_reads_facts_only_when_asked_for(db, llm, backend, embedder):
+    """Beyond the window raw turns alone (sixth round), unless the options ask for facts there (`ask --facts N`)."""
+    from dataclasses import replace
+
+    _ingest(db, llm, backend, embedder, _hamster() + _chat(40), facts=[["Ann's hamster is called Biscuit."]])
+    assert fact_sql.list_all(db, "u")
+    _answering(backend, "Biscuit")
+    sizes = core_answer.CoreBudget(150, tail=10, beyond="short")
+    kinds = {}
+    for name, options in {"default": PROFILES["core"], "asked": replace(PROFILES["core"], facts=5, facts_beyond=True)}.items():
+        answer = core_answer.ask(db, "u", embedder, llm, "What is the hamster called?", options, sizes=sizes)
+        kinds[name] = {h.kind for h in answer.hits}
+        prompt = backend.prompts_for("Answer")[-1][1]["content"]
+        assert ("Ann's hamster is called Biscuit." in prompt) == (name == "asked")
+    assert kinds == {"default": {"message"}, "asked": {"message", "fact"}}
+
+
 def test_a_head_is_saved_beside_the_core_and_leaves_the_core_report_alone(tmp_path, llm):
     cache = CoreCache(tmp_path / "db.kv")
     head = Head.of([{"role": "system", "content": "instructions"}, {"role": "user", "content": "Memories:\n"}])

@@ -3,12 +3,13 @@
 Each module of systems lists what it offers (systems.Listing); this module
 imports those modules and registers their systems, Nemori's first (listed
 first). A new memory mode adds its systems to nemori_systems.py's listing, a
-new kind of system adds its module here (A-MEM's are in amem_systems.py).
+new kind of system adds its module here (A-MEM's are in amem_systems.py; rows that measure a change to `ask`
+beyond the window before it ships, in beyond_systems.py).
 """
 
 from __future__ import annotations
 
-from nemori_cli.bench import amem_systems, baselines, nemori_systems
+from nemori_cli.bench import amem_systems, baselines, beyond_systems, nemori_systems
 from nemori_cli.bench.systems import Listing, System
 from nemori_cli.errors import ConfigError
 
@@ -36,7 +37,7 @@ def _register_all(*listings: Listing) -> None:
             register_group(name, members)
 
 
-_register_all(nemori_systems.OFFERED, amem_systems.OFFERED, baselines.OFFERED)
+_register_all(nemori_systems.OFFERED, beyond_systems.OFFERED, amem_systems.OFFERED, baselines.OFFERED)
 
 
 def available() -> dict[str, System]:

@@ -20,7 +20,7 @@ from nemori_cli.domain import Episode, Hit, to_epoch
 from nemori_cli.embed.base import Embedder
 from nemori_cli.memory.method import mode_of
 from nemori_cli.memory.mode import MemoryMode
-from nemori_cli.retrieval import budget, fact_turns
+from nemori_cli.retrieval import anchors, budget, fact_turns
 from nemori_cli.store import episodes as episode_sql
 from nemori_cli.store import facts as fact_sql
 from nemori_cli.store import message_index
@@ -63,6 +63,9 @@ class SearchOptions:
     # ranking too. Off: raw turns alone, what scored best with the 0.5B reader (docs/BEYOND.md, sixth round). Asking
     # for a number of facts (`ask --facts N`, `Memory.ask(facts=N)`) turns it on (services/answer.search_options).
     facts_beyond: bool = False
+    # A raw turn found by meaning alone anchors a window only with this many words of substance or a word of the
+    # question's (retrieval/anchors.py); 0: every turn found may.
+    anchor_words: int = 0
 
 
 FACTS_AS = ("text", "turn", "rank")  # SearchOptions.facts_as
@@ -193,8 +196,16 @@ def _message_hits(db: Store, user: str, query: str, query_vector, options: Searc
     lists, weights = [[i for i, _ in vector_hits], [i for i, _ in text_hits]], [1.0, options.text_weight]
     if voted:
         lists, weights = [*lists, list(voted)], [*weights, 1.0]
-    fused, similarity = fuse(lists, options.messages, weights), dict(vector_hits)
+    wide = len(vector_hits) + len(text_hits) + len(voted) if options.anchor_words else options.messages  # room to drop some
+    fused, similarity = fuse(lists, wide, weights), dict(vector_hits)
     found = message_sql.by_ids(db, user, [i for i, _, _ in fused])
+    if options.anchor_words:  # a line found by meaning alone must say something (retrieval/anchors.py)
+        fused = [
+            f
+            for f in fused
+            if f[2][1] is not None or (f[0] in found and anchors.says_something(query, found[f[0]].content, options.anchor_words))
+        ]
+    fused = fused[: options.messages]
     context = message_index.around(db, user, [found[i] for i, _, _ in fused if i in found], options.turns, as_of=options.as_of)
     hits = []
     for message_id, score, (vrank, trank, *_voted) in fused:

@@ -1,0 +1,35 @@
+"""Rows that measure a change to `ask`'s road beyond the window before it ships (issue 41's rounds, docs/BEYOND.md).
+
+Each is `nemori` or `nemori-unbuilt` with one search option changed, so a
+tuning run and a confirmation run compare it with the shipped row on the same
+databases. A row stays after its round so the measurement can be repeated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from nemori_cli.bench.nemori_systems import CoreNemoriSystem, UnbuiltNemoriSystem
+from nemori_cli.bench.systems import Listing
+from nemori_cli.retrieval.search import PROFILES
+
+OFFERED = Listing()  # bench/catalog.py registers these by name
+
+# Seventh round: a turn found by meaning alone anchors a window only if it says something (retrieval/anchors.py).
+ANCHOR_WORDS = 4
+OFFERED.register(
+    CoreNemoriSystem(
+        "nemori-anchor4",
+        f"nemori where a turn found by meaning alone anchors a window of the short road only with {ANCHOR_WORDS} words of "
+        "substance or a word of the question's (no farewells found by the speaker's name)",
+        options=replace(PROFILES["core"], anchor_words=ANCHOR_WORDS),
+    )
+)
+OFFERED.register(
+    UnbuiltNemoriSystem(
+        "nemori-unbuilt-anchor4",
+        f"nemori-unbuilt where a turn found by meaning alone anchors a window only with {ANCHOR_WORDS} words of substance "
+        "or a word of the question's",
+        options=replace(PROFILES["core"], anchor_words=ANCHOR_WORDS),
+    )
+)

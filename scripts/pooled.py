@@ -1,6 +1,11 @@
 """Paired comparisons over a whole split: every unit's questions pooled, as the tune/confirm protocol reads them.
 
     python scripts/pooled.py FOLDER [FOLDER ...] --pair A:B [--pair A:B ...] [--units conv-26,conv-41] [--json]
+        [--merge NEW=A,B]
+
+--merge names one system for the answers of several, each on its own units: a split's whole conversations
+and its haystack ran as `nemori` and `nemori-unbuilt`, and ``--merge shipped=nemori,nemori-unbuilt`` pools
+them (a unit answered by two of them is refused).
 
 A system named ``NAME@N`` takes its answers from the N-th folder given (from 0) alone: the same system
 run twice, e.g. with a setting changed (``--pair nemori-unbuilt@1:nemori-unbuilt@0``).
@@ -55,11 +60,24 @@ def main() -> int:
     parser.add_argument("--units", help="comma-separated units to pool (default: all)")
     parser.add_argument("--respell", action="store_true", help="add NAME+respelled rows: ISO dates written out, scored again")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--merge", action="append", default=[], help="NEW=A,B: one system for the answers of A and B")
     args = parser.parse_args()
     units = set(args.units.split(",")) if args.units else None
     table = scores(args.folders, units, args.respell)
     for n, folder in enumerate(args.folders):
         table.update({f"{name}@{n}": answers for name, answers in scores([folder], units, args.respell).items()})
+    for spec in args.merge:
+        new, _, members = spec.partition("=")
+        merged: dict = {}
+        for name in members.split(","):
+            if name not in table:
+                print(f"pooled.py: no answers of {name} in {', '.join(map(str, args.folders))}", file=sys.stderr)
+                return 2
+            if {u for u, _ in merged} & {u for u, _ in table[name]}:
+                print(f"pooled.py: --merge {spec}: {name} answered a unit another member answered", file=sys.stderr)
+                return 2
+            merged.update(table[name])
+        table[new] = merged
     rows = []
     for pair in args.pair:
         a, b = pair.split(":")

@@ -62,6 +62,7 @@ def main() -> int:
     parser.add_argument("--base", default="", help="FIELD=VALUE[,FIELD=VALUE]: settings every row shares")
     args = parser.parse_args()
     gold = evidence()
+
     def parsed(spec: str, flag: str) -> dict:
         pairs = [kv.partition("=") for kv in spec.split(",")]
         if any(not name or not eq for name, eq, _ in pairs):

@@ -9,6 +9,13 @@ words already shares one of the question's; a turn found by meaning alone is
 kept as an anchor only if it has at least ``min_words`` words of substance, or
 shares a word with the question. It can still be shown as another turn's
 neighbour.
+
+Off by default (``SearchOptions.anchor_words = 0``): with N = 4 on `ask`'s
+short road it scored +0.2 [-0.2, +0.8] on the tuning split and -1.5
+[-3.7, +0.1] on the confirmation split (docs/BEYOND.md, seventh round): the
+0.5B reader answered otherwise from contexts that still held the evidence.
+Kept, tested, so the measurement can be repeated with another reader (the
+bench rows nemori-anchor4 and nemori-unbuilt-anchor4).
 """
 
 from __future__ import annotations

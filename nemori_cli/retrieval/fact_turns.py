@@ -8,7 +8,9 @@ turn it came from, with that turn's neighbours, the reader sees what was said
 and who said it, and the fact only decides what is shown (``facts_as="turn"``).
 Or it only votes (``facts_as="rank"``): the turns the facts point at join the
 raw turns' fusion as a third ranked list (retrieval/search.py), so a turn both
-a fact and the question's words lead to rises, and nothing else is shown.
+a fact and the question's words lead to rises, and nothing else is shown. Both
+are off on `ask`'s roads: with the 0.5B model's facts the pointers cost points
+and the vote found less of the evidence (docs/BEYOND.md, sixth and seventh rounds).
 
 A fact records the episodes it came from, not the turn: the turn is the one of
 those episodes' messages that shares the most of the fact's words.

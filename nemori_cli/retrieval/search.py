@@ -64,7 +64,7 @@ class SearchOptions:
     # for a number of facts (`ask --facts N`, `Memory.ask(facts=N)`) turns it on (services/answer.search_options).
     facts_beyond: bool = False
     # A raw turn found by meaning alone anchors a window only with this many words of substance or a word of the
-    # question's (retrieval/anchors.py); 0: every turn found may.
+    # question's (retrieval/anchors.py); 0: every turn found may (the default: 4 was rejected, docs/BEYOND.md).
     anchor_words: int = 0
 
 

@@ -68,6 +68,9 @@ def main() -> int:
         table.update({f"{name}@{n}": answers for name, answers in scores([folder], units, args.respell).items()})
     for spec in args.merge:
         new, _, members = spec.partition("=")
+        if not new or not members:
+            print(f"pooled.py: --merge {spec!r}: expected NEW=A,B", file=sys.stderr)
+            return 2
         merged: dict = {}
         for name in members.split(","):
             if name not in table:
@@ -80,7 +83,10 @@ def main() -> int:
         table[new] = merged
     rows = []
     for pair in args.pair:
-        a, b = pair.split(":")
+        a, sep, b = pair.partition(":")
+        if not (a and sep and b) or ":" in b:
+            print(f"pooled.py: --pair {pair!r}: expected A:B", file=sys.stderr)
+            return 2
         if a not in table or b not in table:
             print(f"pooled.py: no answers of {a if a not in table else b} in {', '.join(map(str, args.folders))}", file=sys.stderr)
             return 2

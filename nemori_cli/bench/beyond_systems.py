@@ -33,3 +33,20 @@ OFFERED.register(
         options=replace(PROFILES["core"], anchor_words=ANCHOR_WORDS),
     )
 )
+
+# Eighth round: the short road's timeline in blocks, the best-ranked read last (prompts/timeline.render).
+OFFERED.register(
+    CoreNemoriSystem(
+        "nemori-bestlast",
+        "nemori whose short road shows each retrieved window as a block under its date, the best-ranked last, next to "
+        "the question (the shipped timeline is one, oldest first)",
+        options=replace(PROFILES["core"], timeline_order="best-last"),
+    )
+)
+OFFERED.register(
+    UnbuiltNemoriSystem(
+        "nemori-unbuilt-bestlast",
+        "nemori-unbuilt whose short road shows each retrieved window as a block under its date, the best-ranked last",
+        options=replace(PROFILES["core"], timeline_order="best-last"),
+    )
+)

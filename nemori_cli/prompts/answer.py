@@ -136,16 +136,29 @@ def today_text(now: str) -> str:
 MEMORIES_HEADING = "Memories:\n"
 
 
-def timeline_head() -> list[dict[str, str]]:
+# The same instructions for a timeline in blocks, the best-ranked last (SearchOptions.timeline_order = "best-last"):
+# "oldest first" would be untrue of it.
+BEST_LAST_SYSTEM = TIMELINE_SYSTEM.replace(
+    "which are listed by date, oldest first.", "in blocks under their dates, the most relevant block last."
+)
+
+
+def timeline_head(order: str = "time") -> list[dict[str, str]]:
     """How every timeline prompt begins (the instructions, then the heading): the part a saved KV state can hold."""
-    return [{"role": "system", "content": TIMELINE_SYSTEM}, {"role": "user", "content": MEMORIES_HEADING}]
+    system = BEST_LAST_SYSTEM if order == "best-last" else TIMELINE_SYSTEM
+    return [{"role": "system", "content": system}, {"role": "user", "content": MEMORIES_HEADING}]
 
 
-def render_timeline(question: str, hits: list[Hit], *, now: str | None, arithmetic: list[str]) -> list[dict[str, str]]:
-    memories = timeline.render(hits) if hits else "(no memories found)"
+def head_slot(order: str = "time") -> str:
+    """The file a timeline head's saved state lives in: one per order, so two orders never overwrite each other's."""
+    return "head" if order == "time" else f"head-{order}"
+
+
+def render_timeline(question: str, hits: list[Hit], *, now: str | None, arithmetic: list[str], order: str = "time") -> list[dict[str, str]]:
+    memories = timeline.render(hits, order=order) if hits else "(no memories found)"
     worked = ("\nDate arithmetic, already worked out:\n" + "\n".join(arithmetic)) if arithmetic else ""
     today = f"\nToday is {today_text(now)}." if now else ""
-    system, user = timeline_head()
+    system, user = timeline_head(order)
     return [system, {"role": "user", "content": f"{user['content']}{memories}\n{worked}{today}\nQuestion: {question}"}]
 
 

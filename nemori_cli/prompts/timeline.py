@@ -56,21 +56,41 @@ def estimate_tokens(text: str) -> int:
     return len(text) // 4 + 1
 
 
-def render(hits: list[Hit]) -> str:
-    """The timeline, oldest first, each day headed by its date; a line retrieved twice is shown once."""
+ORDERS = ("time", "best-last")  # SearchOptions.timeline_order
+
+
+def render(hits: list[Hit], order: str = "time") -> str:
+    """The timeline, oldest first, each day headed by its date; a line retrieved twice is shown once.
+
+    ``order="best-last"``: one block a retrieved memory, in the order of ``hits`` (best first) reversed, so the
+    best-ranked is read last, next to the question; each block's lines oldest first under their dates. A line two
+    memories share is shown once, in the better-ranked one's block.
+    """
+    if order not in ORDERS:
+        raise ValueError(f"timeline order {order!r}: expected one of {', '.join(ORDERS)}")
     unique: dict[str, Line] = {}
+    blocks: list[list[Line]] = []
     for hit in hits:
+        block = []
         for line in lines_of(hit):
-            unique.setdefault(line.key, line)
-    ordered = sorted(unique.values(), key=lambda line: (to_epoch(line.at), line.order, line.key))  # instants: offsets may differ
+            if line.key not in unique:
+                unique[line.key] = line
+                block.append(line)
+        if block:
+            blocks.append(block)
+    if order == "time":
+        blocks = [list(unique.values())]
+    else:
+        blocks.reverse()
     out: list[str] = []
-    last_day = None
-    for line in ordered:
-        day = line.at.date()
-        if day != last_day:
-            out.append(f"{format_date(day)}:")
-            last_day = day
-        out.append(f"- {line.text}")
+    for block in blocks:
+        last_day = None  # each block names its day again: the block before may end on another
+        for line in sorted(block, key=lambda line: (to_epoch(line.at), line.order, line.key)):  # instants: offsets may differ
+            day = line.at.date()
+            if day != last_day:
+                out.append(f"{format_date(day)}:")
+                last_day = day
+            out.append(f"- {line.text}")
     summaries = [h for h in hits if h.kind == "summary"]
     for h in summaries:
         out.append(f"Summary of everything so far: {clip(h.text, 2400)}")

@@ -48,11 +48,12 @@ class Layout:
     name: str = "timeline"  # timeline | grouped (the paper's: episodes, then facts) | messages (raw blocks)
     raw_for_top: int = 0  # grouped: top episodes that bring their raw messages
     message_limit: int = 200  # grouped/messages: characters per raw message
+    order: str = "time"  # timeline: "time" or "best-last" (SearchOptions.timeline_order)
 
 
 def layout_of(options: SearchOptions) -> Layout:
     if options.layout == "timeline":
-        return Layout("timeline")
+        return Layout("timeline", order=options.timeline_order)
     return Layout("messages" if options.context == "messages" else "grouped", options.raw_for_top)
 
 
@@ -213,7 +214,7 @@ def answer_hits(
         arithmetic = timecalc.when_hint(question, hits) + arithmetic
         if unmentioned:
             arithmetic.append("No memory mentions " + ", ".join(f'"{w}"' for w in unmentioned) + ".")
-        messages = prompt.render_timeline(question, hits, now=today, arithmetic=arithmetic)
+        messages = prompt.render_timeline(question, hits, now=today, arithmetic=arithmetic, order=layout.order)
         schema = prompt.timeline_schema(timecalc.asks_duration(question))
     else:
         context = "messages" if layout.name == "messages" else "narrative"

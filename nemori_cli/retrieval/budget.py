@@ -18,13 +18,21 @@ from nemori_cli.prompts.timeline import estimate_tokens, lines_of
 _KIND_ORDER = {"fact": 0, "message": 1, "note": 2, "episode": 3}
 
 
-def select(hits: list[Hit], budget: int) -> list[Hit]:
-    """The best hits whose lines fit ``budget`` estimated tokens, best first."""
+def select(hits: list[Hit], budget: int, per_session: int = 0) -> list[Hit]:
+    """The best hits whose lines fit ``budget`` estimated tokens, best first.
+
+    ``per_session``: at most this many raw-turn windows from one chat session (0: no cap), so that a
+    question whose answer is spread over sessions is not given five windows of the one that matched best.
+    """
     ranked = sorted(hits, key=lambda h: (-h.score, _KIND_ORDER.get(h.kind, 9)))
     shown: set[str] = set()
     kept: list[Hit] = []
     used = 0
+    windows: dict[str | None, int] = {}  # session -> windows kept from it
     for hit in ranked:
+        session = hit.messages[0].session if hit.kind == "message" and hit.messages else None
+        if per_session and session is not None and windows.get(session, 0) >= per_session:
+            continue
         new = [line for line in lines_of(hit) if line.key not in shown]
         if not new:
             continue
@@ -34,4 +42,6 @@ def select(hits: list[Hit], budget: int) -> list[Hit]:
         used += cost
         shown.update(line.key for line in new)
         kept.append(hit)
+        if session is not None:
+            windows[session] = windows.get(session, 0) + 1
     return kept

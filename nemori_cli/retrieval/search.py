@@ -66,6 +66,12 @@ class SearchOptions:
     # A raw turn found by meaning alone anchors a window only with this many words of substance or a word of the
     # question's (retrieval/anchors.py); 0: every turn found may (the default: 4 was rejected, docs/BEYOND.md).
     anchor_words: int = 0
+    # How the timeline orders what it shows (prompts/timeline.py): "time", one timeline oldest first (shipped);
+    # "best-last", one block a retrieved memory in the ranking's order reversed, so the best is read last, nearest the
+    # question (a 0.5B reader follows what it read last). Measured in docs/BEYOND.md, eighth round.
+    timeline_order: str = "time"
+    # At most this many raw-turn windows from one chat session in the budget (retrieval/budget.select); 0: no cap.
+    session_windows: int = 0
 
 
 FACTS_AS = ("text", "turn", "rank")  # SearchOptions.facts_as
@@ -177,7 +183,7 @@ def _search(db: Store, user: str, embedder: Embedder, query: str, options: Searc
     else:
         hits += [*facts, *notes, *turns]
     if options.budget:
-        hits = budget.select(hits, options.budget)
+        hits = budget.select(hits, options.budget, options.session_windows)
     hits.extend(mode.always_shown(db, user, as_of=options.as_of))
     return hits
 

@@ -353,3 +353,18 @@ def test_a_memory_not_yet_indexed_is_never_told_its_words_were_not_said(db, llm,
     answer, _ = ask(db, "u", embedder, llm, "How much does the violin teacher charge?")
     assert not answer.abstained and answer.answer == "45 dollars"
     assert "No memory mentions" not in backend.history[-1][0][-1]["content"]
+
+
+def test_a_session_cap_keeps_the_budget_from_spending_itself_on_one_session():
+    day = datetime(2023, 5, 8, 12)
+    a = [_msg(i, f"turn {i} " + "x" * 40, day, session="s1") for i in range(1, 4)]
+    b = _msg(9, "turn 9 " + "y" * 40, day, session="s2")
+    hits = [
+        _hit("message", 1, 0.05, a[0].content, day, [a[0]]),
+        _hit("message", 2, 0.04, a[1].content, day, [a[1]]),
+        _hit("message", 3, 0.03, a[2].content, day, [a[2]]),
+        _hit("message", 9, 0.02, b.content, day, [b]),
+    ]
+    assert [h.id for h in budget.select(hits, 1000)] == [1, 2, 3, 9]
+    assert [h.id for h in budget.select(hits, 1000, per_session=2)] == [1, 2, 9]  # the third of s1 gives way
+    assert [h.id for h in budget.select(hits, 1000, per_session=1)] == [1, 9]

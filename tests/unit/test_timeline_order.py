@@ -1,0 +1,135 @@
+"""The short road's timeline in blocks, the best-ranked read last (SearchOptions.timeline_order = "best-last").
+
+The shipped order stays one timeline, oldest first; these tests hold what the
+other order promises: the same lines, each once, in the better-ranked block,
+every block under its date, the best next to the question, and its own
+instructions with their own saved-state file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timedelta
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nemori_cli.bench import catalog
+from nemori_cli.domain import Hit, Message
+from nemori_cli.errors import ConfigError
+from nemori_cli.prompts import answer as answer_prompt
+from nemori_cli.prompts import timeline
+from nemori_cli.retrieval.answer import Layout, answer_hits, layout_of
+from nemori_cli.retrieval.search import PROFILES
+
+MAY = datetime(2023, 5, 8, 13)
+
+
+def _msg(i: int, when: datetime, text: str | None = None) -> Message:
+    return Message(id=i, user="u", key=str(i), speaker="Ann", content=text or f"line {i}", timestamp=when, source_id=str(i), session="s")
+
+
+def _window(i: int, score: float, messages: list[Message], similarity: float = 0.8) -> Hit:
+    """A retrieved turn with its neighbours, as the short road keeps it (hits come best first)."""
+    return Hit(
+        kind="message", id=i, score=score, title="", text=messages[0].content, start=messages[0].timestamp,
+        end=messages[-1].timestamp, messages=tuple(messages), similarity=similarity,
+    )  # fmt: skip
+
+
+def _three_windows() -> list[Hit]:
+    early = [_msg(1, MAY), _msg(2, MAY + timedelta(minutes=1))]
+    late = [_msg(10, MAY + timedelta(days=30)), _msg(11, MAY + timedelta(days=30, minutes=1))]
+    middle = [_msg(2, MAY + timedelta(minutes=1)), _msg(3, MAY + timedelta(minutes=2))]  # shares line 2 with `early`
+    return [_window(10, 0.05, late), _window(1, 0.04, early), _window(3, 0.03, middle)]  # best first: the newest
+
+
+def test_best_last_reads_the_best_window_last_and_each_block_under_its_date():
+    text = timeline.render(_three_windows(), order="best-last")
+    lines = text.splitlines()
+    assert lines == [
+        "8 May 2023:",  # the third-ranked window, first; line 2 is in the second's block, not here
+        '- Ann: "line 3"',
+        "8 May 2023:",  # the same day named again: a block is read on its own
+        '- Ann: "line 1"',
+        '- Ann: "line 2"',
+        "7 June 2023:",  # the best, next to the question
+        '- Ann: "line 10"',
+        '- Ann: "line 11"',
+    ]
+
+
+def test_the_shipped_order_is_still_one_timeline_oldest_first_with_each_day_named_once():
+    lines = timeline.render(_three_windows()).splitlines()
+    assert lines == [
+        "8 May 2023:",
+        '- Ann: "line 1"',
+        '- Ann: "line 2"',
+        '- Ann: "line 3"',
+        "7 June 2023:",
+        '- Ann: "line 10"',
+        '- Ann: "line 11"',
+    ]
+    assert timeline.render(_three_windows(), order="time") == timeline.render(_three_windows())
+
+
+_windows = st.lists(
+    st.tuples(st.integers(0, 40), st.integers(1, 4)),  # (first message id, length): windows may overlap
+    min_size=1,
+    max_size=6,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_windows)
+def test_both_orders_show_the_same_lines_each_once(spans):
+    hits = []
+    for rank, (first, length) in enumerate(spans):
+        messages = [_msg(i, MAY + timedelta(hours=i)) for i in range(first, first + length)]
+        hits.append(_window(first, 1.0 - rank * 0.01, messages))
+    by_time = [line for line in timeline.render(hits).splitlines() if line.startswith("- ")]
+    best_last = [line for line in timeline.render(hits, order="best-last").splitlines() if line.startswith("- ")]
+    assert sorted(by_time) == sorted(best_last)
+    assert len(set(best_last)) == len(best_last)
+    # The best-ranked window keeps every one of its lines, in its own block, which comes last.
+    first, length = spans[0]
+    assert best_last[-length:] == [f'- Ann: "line {i}"' for i in range(first, first + length)]
+
+
+def test_an_unknown_order_is_refused_by_the_renderer_and_by_the_options():
+    from nemori_cli.services.answer import search_options
+
+    with pytest.raises(ValueError, match="timeline order 'newest'"):
+        timeline.render(_three_windows(), order="newest")
+    with pytest.raises(ConfigError, match="timeline_order='newest'"):
+        search_options("core", None, {"timeline_order": "newest"})
+    assert search_options("core", None, {"timeline_order": "best-last"}).timeline_order == "best-last"
+
+
+def test_best_last_has_its_own_instructions_and_its_own_saved_state_file():
+    assert "oldest first" in answer_prompt.TIMELINE_SYSTEM
+    assert "oldest first" not in answer_prompt.BEST_LAST_SYSTEM and "most relevant block last" in answer_prompt.BEST_LAST_SYSTEM
+    assert answer_prompt.timeline_head()[0]["content"] == answer_prompt.TIMELINE_SYSTEM
+    assert answer_prompt.head_slot() == "head" and answer_prompt.head_slot("best-last") != "head"
+
+
+def test_the_answer_prompt_follows_the_options_order(llm, backend):
+    assert layout_of(PROFILES["core"]).order == "time"
+    assert layout_of(replace(PROFILES["core"], timeline_order="best-last")).order == "best-last"
+    backend.responses = [{"answer": "7 June 2023"}, {"answer": "7 June 2023"}]
+    answer_hits(llm, "When did Ann say line 10?", _three_windows(), Layout("timeline", order="best-last"))
+    answer_hits(llm, "When did Ann say line 10?", _three_windows(), Layout("timeline"))
+    (best_last, _), (by_time, _) = backend.history
+    assert best_last[0]["content"] == answer_prompt.BEST_LAST_SYSTEM and by_time[0]["content"] == answer_prompt.TIMELINE_SYSTEM
+    user = best_last[1]["content"]
+    assert user.index('"line 11"') > user.index('"line 3"')  # the best window last, just before the question
+    assert user.index('"line 3"') < user.index('"line 1"')  # the worst first, although it is not the oldest
+    assert by_time[1]["content"].index('"line 11"') > by_time[1]["content"].index('"line 3"')  # newest last there too
+    assert by_time[1]["content"].index('"line 3"') > by_time[1]["content"].index('"line 1"')
+
+
+def test_the_bench_offers_the_order_as_rows_of_their_own():
+    rows = {s.name: s for s in catalog.resolve("nemori-bestlast,nemori-unbuilt-bestlast")}
+    assert set(rows) == {"nemori-bestlast", "nemori-unbuilt-bestlast"}
+    assert all(s.options.timeline_order == "best-last" for s in rows.values())

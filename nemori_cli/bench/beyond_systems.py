@@ -50,3 +50,20 @@ OFFERED.register(
         options=replace(PROFILES["core"], timeline_order="best-last"),
     )
 )
+
+# Eighth round: at most one window of raw turns from each chat session in the short road's budget (budget.select).
+OFFERED.register(
+    CoreNemoriSystem(
+        "nemori-sess1",
+        "nemori whose short road keeps at most one window of turns from each chat session, so an answer spread over "
+        "sessions is not crowded out by the best session's neighbours",
+        options=replace(PROFILES["core"], session_windows=1),
+    )
+)
+OFFERED.register(
+    UnbuiltNemoriSystem(
+        "nemori-unbuilt-sess1",
+        "nemori-unbuilt whose short road keeps at most one window of turns from each chat session",
+        options=replace(PROFILES["core"], session_windows=1),
+    )
+)

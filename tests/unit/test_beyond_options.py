@@ -1,4 +1,6 @@
-"""The short road's timeline in blocks, the best-ranked read last (SearchOptions.timeline_order = "best-last").
+"""The eighth round's options for the short road: its timeline in blocks, the best-ranked read last
+(SearchOptions.timeline_order = "best-last"), and a cap on windows per chat session (session_windows; the
+budget's own test is in test_answer_context.py), each offered as bench rows.
 
 The shipped order stays one timeline, oldest first; these tests hold what the
 other order promises: the same lines, each once, in the better-ranked block,
@@ -133,3 +135,9 @@ def test_the_bench_offers_the_order_as_rows_of_their_own():
     rows = {s.name: s for s in catalog.resolve("nemori-bestlast,nemori-unbuilt-bestlast")}
     assert set(rows) == {"nemori-bestlast", "nemori-unbuilt-bestlast"}
     assert all(s.options.timeline_order == "best-last" for s in rows.values())
+
+
+def test_the_bench_offers_the_session_cap_as_rows_of_their_own():
+    rows = {s.name: s for s in catalog.resolve("nemori-sess1,nemori-unbuilt-sess1")}
+    assert set(rows) == {"nemori-sess1", "nemori-unbuilt-sess1"}
+    assert all(s.options.session_windows == 1 and s.options.timeline_order == "time" for s in rows.values())

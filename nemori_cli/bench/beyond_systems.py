@@ -67,3 +67,19 @@ OFFERED.register(
         options=replace(PROFILES["core"], session_windows=1),
     )
 )
+
+# Eighth round: a found turn brings one turn before it and two after (the reply to a question comes after it).
+OFFERED.register(
+    CoreNemoriSystem(
+        "nemori-b1a2",
+        "nemori whose short road shows one turn before each found turn and two after it (shipped: two either side)",
+        options=replace(PROFILES["core"], turns_before=1),
+    )
+)
+OFFERED.register(
+    UnbuiltNemoriSystem(
+        "nemori-unbuilt-b1a2",
+        "nemori-unbuilt whose short road shows one turn before each found turn and two after it",
+        options=replace(PROFILES["core"], turns_before=1),
+    )
+)

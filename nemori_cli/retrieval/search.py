@@ -45,6 +45,7 @@ class SearchOptions:
     linked: int = 10  # at most this many notes linked to those added after them
     messages: int = 0  # raw messages taken into the ranking (their own index); 0 for none
     turns: int = 1  # turns either side of a retrieved message, from its session
+    turns_before: int = -1  # turns before it instead, when 0 or more (-1: ``turns``); a reply comes after its question
     # Tokens (estimated, see retrieval/budget.py) for everything retrieved:
     # one ranking over all kinds, cut where the budget ends. 0: no budget,
     # k/m/r decide alone (the paper's setting).
@@ -212,7 +213,10 @@ def _message_hits(db: Store, user: str, query: str, query_vector, options: Searc
             if f[2][1] is not None or (f[0] in found and anchors.says_something(query, found[f[0]].content, options.anchor_words))
         ]
     fused = fused[: options.messages]
-    context = message_index.around(db, user, [found[i] for i, _, _ in fused if i in found], options.turns, as_of=options.as_of)
+    before = options.turns if options.turns_before < 0 else options.turns_before
+    context = message_index.around(
+        db, user, [found[i] for i, _, _ in fused if i in found], options.turns, before=before, as_of=options.as_of
+    )
     hits = []
     for message_id, score, (vrank, trank, *_voted) in fused:
         m = found.get(message_id)

@@ -86,8 +86,10 @@ def text_search(db: Store, user: str, query: str, k: int, *, as_of: datetime | N
     return index.text_search(db, index.MESSAGE_TEXT, user, query, k, asof.messages(user, as_of) if as_of else None)
 
 
-def around(db: Store, user: str, messages: list[Message], turns: int, *, as_of: datetime | None = None) -> dict[int, list[Message]]:
-    """Each message with up to ``turns`` messages before and after it in its session, in time order.
+def around(
+    db: Store, user: str, messages: list[Message], turns: int, *, before: int | None = None, as_of: datetime | None = None
+) -> dict[int, list[Message]]:
+    """Each message with up to ``turns`` messages after it and ``before`` (default: ``turns``) before it in its session, in time order.
 
     A question's answer is often the reply to a question ("What did you do?"
     "Went hiking."), so a retrieved turn brings its neighbours; with
@@ -95,22 +97,28 @@ def around(db: Store, user: str, messages: list[Message], turns: int, *, as_of: 
     """
     out: dict[int, list[Message]] = {}
     until, bound = (" AND ts_epoch <= ?", (asof.epoch(as_of),)) if as_of else ("", ())
+    ahead = turns if before is None else before
     for m in messages:
-        if turns <= 0:
-            out[m.id] = [m]
-            continue
         same = "session IS ?"
-        before = db.query(
-            f"SELECT {message_sql.COLUMNS} FROM messages WHERE user_id = ? AND {same} AND (ts_epoch, id) < (?, ?)"
-            " ORDER BY ts_epoch DESC, id DESC LIMIT ?",
-            (user, m.session, to_epoch(m.timestamp), m.id, turns),
+        earlier = (
+            db.query(
+                f"SELECT {message_sql.COLUMNS} FROM messages WHERE user_id = ? AND {same} AND (ts_epoch, id) < (?, ?)"
+                " ORDER BY ts_epoch DESC, id DESC LIMIT ?",
+                (user, m.session, to_epoch(m.timestamp), m.id, ahead),
+            )
+            if ahead > 0
+            else []
         )
-        after = db.query(
-            f"SELECT {message_sql.COLUMNS} FROM messages WHERE user_id = ? AND {same} AND (ts_epoch, id) > (?, ?){until}"
-            " ORDER BY ts_epoch, id LIMIT ?",
-            (user, m.session, to_epoch(m.timestamp), m.id, *bound, turns),
+        after = (
+            db.query(
+                f"SELECT {message_sql.COLUMNS} FROM messages WHERE user_id = ? AND {same} AND (ts_epoch, id) > (?, ?){until}"
+                " ORDER BY ts_epoch, id LIMIT ?",
+                (user, m.session, to_epoch(m.timestamp), m.id, *bound, turns),
+            )
+            if turns > 0
+            else []
         )
-        out[m.id] = [*(message_sql.row_to_message(r) for r in reversed(before)), m, *(message_sql.row_to_message(r) for r in after)]
+        out[m.id] = [*(message_sql.row_to_message(r) for r in reversed(earlier)), m, *(message_sql.row_to_message(r) for r in after)]
     return out
 
 

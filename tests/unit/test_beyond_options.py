@@ -141,3 +141,34 @@ def test_the_bench_offers_the_session_cap_as_rows_of_their_own():
     rows = {s.name: s for s in catalog.resolve("nemori-sess1,nemori-unbuilt-sess1")}
     assert set(rows) == {"nemori-sess1", "nemori-unbuilt-sess1"}
     assert all(s.options.session_windows == 1 and s.options.timeline_order == "time" for s in rows.values())
+
+
+def test_the_bench_offers_lopsided_windows_as_rows_of_their_own():
+    rows = {s.name: s for s in catalog.resolve("nemori-b1a2,nemori-unbuilt-b1a2")}
+    assert all(s.options.turns_before == 1 and s.options.turns == 2 for s in rows.values())
+    assert PROFILES["core"].turns_before == -1  # shipped: ``turns`` either side
+
+
+def test_a_found_turn_brings_its_own_count_of_turns_before_and_after(db, llm, backend, embedder):
+    from nemori_cli.pipeline.runner import Pipeline
+    from nemori_cli.retrieval.search import search
+    from nemori_cli.store import message_index
+    from nemori_cli.store import messages as message_sql
+    from tests.conftest import make_messages
+    from tests.support.scripted import scripted
+
+    scripted(backend, facts=[[]])
+    pipe = Pipeline(db, "u", llm, embedder)
+    pipe.add_messages(make_messages(9))
+    pipe.process(flush=True)
+    middle = db.one("SELECT id FROM messages WHERE user_id = 'u' ORDER BY ts_epoch LIMIT 1 OFFSET 4")["id"]
+    found = message_sql.by_ids(db, "u", [middle])[middle]
+    ids = lambda window: [m.id for m in window]  # noqa: E731
+    assert len(message_index.around(db, "u", [found], 2)[middle]) == 5
+    window = message_index.around(db, "u", [found], 2, before=1)[middle]
+    assert len(window) == 4 and ids(window).index(middle) == 1  # one before, two after
+    alone = message_index.around(db, "u", [found], 0, before=0)[middle]
+    assert ids(alone) == [middle]
+    hits, _ = search(db, "u", embedder, found.content, replace(PROFILES["budget"], turns_before=1))
+    first = next(h for h in hits if h.kind == "message")
+    assert ids(first.messages).index(first.id) <= 1

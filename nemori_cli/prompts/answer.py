@@ -151,7 +151,7 @@ def timeline_head(order: str = "time") -> list[dict[str, str]]:
 
 def head_slot(order: str = "time") -> str:
     """The file a timeline head's saved state lives in: one per order, so two orders never overwrite each other's."""
-    return "head" if order == "time" else f"head-{order}"
+    return "head" if order == "time" else f"{order}-head"
 
 
 def render_timeline(question: str, hits: list[Hit], *, now: str | None, arithmetic: list[str], order: str = "time") -> list[dict[str, str]]:

@@ -131,24 +131,6 @@ def test_the_answer_prompt_follows_the_options_order(llm, backend):
     assert by_time[1]["content"].index('"line 3"') > by_time[1]["content"].index('"line 1"')
 
 
-def test_the_bench_offers_the_order_as_rows_of_their_own():
-    rows = {s.name: s for s in catalog.resolve("nemori-bestlast,nemori-unbuilt-bestlast")}
-    assert set(rows) == {"nemori-bestlast", "nemori-unbuilt-bestlast"}
-    assert all(s.options.timeline_order == "best-last" for s in rows.values())
-
-
-def test_the_bench_offers_the_session_cap_as_rows_of_their_own():
-    rows = {s.name: s for s in catalog.resolve("nemori-sess1,nemori-unbuilt-sess1")}
-    assert set(rows) == {"nemori-sess1", "nemori-unbuilt-sess1"}
-    assert all(s.options.session_windows == 1 and s.options.timeline_order == "time" for s in rows.values())
-
-
-def test_the_bench_offers_lopsided_windows_as_rows_of_their_own():
-    rows = {s.name: s for s in catalog.resolve("nemori-b1a2,nemori-unbuilt-b1a2")}
-    assert all(s.options.turns_before == 1 and s.options.turns == 2 for s in rows.values())
-    assert PROFILES["core"].turns_before == -1  # shipped: ``turns`` either side
-
-
 def test_a_found_turn_brings_its_own_count_of_turns_before_and_after(db, llm, backend, embedder):
     from nemori_cli.pipeline.runner import Pipeline
     from nemori_cli.retrieval.search import search
@@ -172,3 +154,19 @@ def test_a_found_turn_brings_its_own_count_of_turns_before_and_after(db, llm, ba
     hits, _ = search(db, "u", embedder, found.content, replace(PROFILES["budget"], turns_before=1))
     first = next(h for h in hits if h.kind == "message")
     assert ids(first.messages).index(first.id) <= 1
+
+
+@pytest.mark.parametrize(
+    "suffix, changed",
+    [
+        ("anchor4", {"anchor_words": 4}),
+        ("bestlast", {"timeline_order": "best-last"}),
+        ("sess1", {"session_windows": 1}),
+        ("b1a2", {"turns_before": 1}),
+    ],
+)
+def test_the_bench_offers_each_change_as_a_built_and_an_unbuilt_row(suffix, changed):
+    rows = catalog.resolve(f"nemori-{suffix},nemori-unbuilt-{suffix}")
+    assert [s.name for s in rows] == [f"nemori-{suffix}", f"nemori-unbuilt-{suffix}"]
+    assert all(s.options == replace(PROFILES["core"], **changed) for s in rows)  # one option changed, the rest shipped
+    assert PROFILES["core"].turns_before == -1 and PROFILES["core"].timeline_order == "time"  # shipped: both off

@@ -45,7 +45,10 @@ class SearchOptions:
     linked: int = 10  # at most this many notes linked to those added after them
     messages: int = 0  # raw messages taken into the ranking (their own index); 0 for none
     turns: int = 1  # turns either side of a retrieved message, from its session
-    turns_before: int = -1  # turns before it instead, when 0 or more (-1: ``turns``); a reply comes after its question
+    # Turns before a retrieved message instead, when 0 or more (-1: ``turns``): a reply comes after its question. One
+    # before and two after scored +1.1 and +0.8 on the tuning and confirmation splits, neither interval above 0, so
+    # the default stays -1 (docs/BEYOND.md, eighth round).
+    turns_before: int = -1
     # Tokens (estimated, see retrieval/budget.py) for everything retrieved:
     # one ranking over all kinds, cut where the budget ends. 0: no budget,
     # k/m/r decide alone (the paper's setting).
@@ -69,9 +72,11 @@ class SearchOptions:
     anchor_words: int = 0
     # How the timeline orders what it shows (prompts/timeline.py): "time", one timeline oldest first (shipped);
     # "best-last", one block a retrieved memory in the ranking's order reversed, so the best is read last, nearest the
-    # question (a 0.5B reader follows what it read last). Measured in docs/BEYOND.md, eighth round.
+    # question. Rejected on the short road: +3.1 where tuned, -0.0 [-2.7, +2.6] where confirmed (docs/BEYOND.md,
+    # eighth round); the 0.5B reader's answers move with the order both ways.
     timeline_order: str = "time"
     # At most this many raw-turn windows from one chat session in the budget (retrieval/budget.select); 0: no cap.
+    # Screened with no model: one a session found no more evidence (55.8% against 55.5%), so it was not benched.
     session_windows: int = 0
 
 

@@ -188,6 +188,11 @@ def search_options(
         raise ConfigError(f"search option facts_as={options.facts_as!r} is not one of {', '.join(FACTS_AS)}")
     if options.timeline_order not in TIMELINE_ORDERS:
         raise ConfigError(f"search option timeline_order={options.timeline_order!r} is not one of {', '.join(TIMELINE_ORDERS)}")
+    # A negative cap would drop every raw turn without a word; below -1, turns_before would quietly mean ``turns``.
+    if not (isinstance(options.session_windows, int) and options.session_windows >= 0):
+        raise ConfigError(f"search option session_windows={options.session_windows!r}: expected a whole number, 0 or more (0: no cap)")
+    if not (isinstance(options.turns_before, int) and options.turns_before >= -1):
+        raise ConfigError(f"search option turns_before={options.turns_before!r}: expected a whole number, 0 or more (-1: as many as turns)")
     return replace(options, as_of=moment(as_of)) if as_of is not None else options
 
 

@@ -97,16 +97,16 @@ def around(
     """
     out: dict[int, list[Message]] = {}
     until, bound = (" AND ts_epoch <= ?", (asof.epoch(as_of),)) if as_of else ("", ())
-    ahead = turns if before is None else before
+    n_before = turns if before is None else before
     for m in messages:
         same = "session IS ?"
         earlier = (
             db.query(
                 f"SELECT {message_sql.COLUMNS} FROM messages WHERE user_id = ? AND {same} AND (ts_epoch, id) < (?, ?)"
                 " ORDER BY ts_epoch DESC, id DESC LIMIT ?",
-                (user, m.session, to_epoch(m.timestamp), m.id, ahead),
+                (user, m.session, to_epoch(m.timestamp), m.id, n_before),
             )
-            if ahead > 0
+            if n_before > 0
             else []
         )
         after = (

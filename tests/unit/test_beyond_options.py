@@ -1,6 +1,7 @@
-"""The eighth round's options for the short road: its timeline in blocks, the best-ranked read last
-(SearchOptions.timeline_order = "best-last"), and a cap on windows per chat session (session_windows; the
-budget's own test is in test_answer_context.py), each offered as bench rows.
+"""The eighth round's options for the short road, all off by default: its timeline in blocks, the best-ranked read
+last (SearchOptions.timeline_order = "best-last"), a found turn's own count of turns before it (turns_before), and a
+cap on windows per chat session (session_windows; the budget's own test is in test_answer_context.py), each offered
+as bench rows.
 
 The shipped order stays one timeline, oldest first; these tests hold what the
 other order promises: the same lines, each once, in the better-ranked block,
@@ -170,3 +171,12 @@ def test_the_bench_offers_each_change_as_a_built_and_an_unbuilt_row(suffix, chan
     assert [s.name for s in rows] == [f"nemori-{suffix}", f"nemori-unbuilt-{suffix}"]
     assert all(s.options == replace(PROFILES["core"], **changed) for s in rows)  # one option changed, the rest shipped
     assert PROFILES["core"].turns_before == -1 and PROFILES["core"].timeline_order == "time"  # shipped: both off
+
+
+@pytest.mark.parametrize("field, value", [("session_windows", -1), ("session_windows", 1.5), ("turns_before", -2)])
+def test_a_window_count_out_of_range_is_refused_not_read_as_no_turns(field, value):
+    from nemori_cli.services.answer import search_options
+
+    with pytest.raises(ConfigError, match=f"{field}={value!r}"):
+        search_options("core", None, {field: value})
+    assert search_options("core", None, {"session_windows": 0, "turns_before": -1}) == PROFILES["core"]

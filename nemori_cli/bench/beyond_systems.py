@@ -51,3 +51,10 @@ _pair(
     "whose short road shows one turn before each found turn and two after it (shipped: two either side)",
     turns_before=1,
 )
+# Ninth round: the days a question names ("on 3 June, 2023", "in December") vote for the turns said around them.
+_pair(
+    "dated",
+    "whose short road also ranks the turns said around the days the question names, by meaning, as a fourth list "
+    "in its fusion (retrieval/question_dates.py)",
+    date_vote=1.0,
+)

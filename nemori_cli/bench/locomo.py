@@ -8,6 +8,7 @@ from nemori_cli.bench import metrics
 from nemori_cli.bench.datasets import locomo_questions
 from nemori_cli.bench.haystack import distractor, interleave, unit_key
 from nemori_cli.bench.judge import judge_locomo
+from nemori_cli.bench.question_filter import QuestionFilter
 from nemori_cli.bench.run import Judge, Question, Unit
 from nemori_cli.bench.systems import Reply
 from nemori_cli.errors import InputError
@@ -24,12 +25,14 @@ def units(
     cap: int | None,
     adversarial: bool,
     haystack: list[str] | None = None,
+    keep: QuestionFilter | None = None,
 ) -> list[Unit]:
     """A unit per sample (all samples when none is named); ``cap`` limits the questions per sample.
 
     With ``haystack``, each sample's chosen sessions are interleaved by date
     with every session of the haystack's other samples (bench/haystack.py),
-    and only the sample's own questions are asked.
+    and only the sample's own questions are asked. ``keep`` chooses among a
+    sample's questions before ``cap`` spreads what is left (bench/question_filter.py).
     """
     with path.open("rb") as f:
         ids = [str(s["sample_id"]) for s in load_locomo_samples(f, str(path))]
@@ -49,6 +52,8 @@ def units(
             key = unit_key(sample_id, list(others), sessions)
         with path.open("rb") as f:
             found = locomo_questions(f, str(path), sample_id, sessions, include_adversarial=adversarial)
+        if keep is not None:
+            found = [q for q in found if keep.keeps(sample_id, q.index, q.question)]
         questions = [
             Question(
                 # In a haystack several samples' questions share one memory, so their ids name the sample.

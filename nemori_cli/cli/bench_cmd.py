@@ -231,6 +231,28 @@ def locomo_cmd(
             show_default=False,
         ),
     ] = None,
+    unasked: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--unasked",
+            metavar="FOLDER",
+            help="Leave out every question that this results folder answered (repeatable): a confirmation split no run has read.",
+            show_default=False,
+        ),
+    ] = None,
+    asked: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--asked",
+            metavar="FOLDER",
+            help="Only the questions that this results folder answered (repeatable): a tuning split of questions already read.",
+            show_default=False,
+        ),
+    ] = None,
+    matching: Annotated[
+        str | None,
+        typer.Option("--matching", metavar="REGEX", help="Only the questions whose text matches (case-insensitive).", show_default=False),
+    ] = None,
     split: Split = None,
     against: Against = None,
     judge_model: JudgeModel = None,
@@ -247,7 +269,7 @@ def locomo_cmd(
     Per sample and system, a fresh memory of the chosen sessions, then the
     questions about them.
     """
-    from nemori_cli.bench import locomo
+    from nemori_cli.bench import locomo, question_filter
     from nemori_cli.importers.locomo import parse_session_range
 
     settings = opt.settings(None, None, model, embedder)
@@ -256,7 +278,12 @@ def locomo_cmd(
     others = [h.strip() for h in (haystack or "").split(",") if h.strip()]
     if haystack is not None and not others:
         raise InputError("--haystack: no sample named; expected e.g. --haystack conv-30,conv-41")
-    units = locomo.units(file, list(sample or []), session_range, questions, adversarial, others) if file.is_file() else None
+    keep = question_filter.QuestionFilter(
+        question_filter.asked_in(list(unasked or [])),
+        question_filter.pattern(matching) if matching is not None else None,
+        question_filter.asked_in(list(asked), "--asked") if asked else None,
+    )
+    units = locomo.units(file, list(sample or []), session_range, questions, adversarial, others, keep) if file.is_file() else None
     targets = ", ".join(dict.fromkeys(q.meta["sample"] for u in units or [] for q in u.questions)) if others else None
     scope = f"samples {targets or ', '.join(u.key for u in units or [])}; sessions {sessions or 'all'}; " + (
         "category 5 included" if adversarial else "category 5 excluded"
@@ -264,7 +291,11 @@ def locomo_cmd(
     if others:
         sizes = ", ".join(f"{u.key} {len(u.messages):,} turns" for u in {u.key: u for u in units or []}.values())
         scope += f"; inside a haystack of {', '.join(others)} ({sizes})"
-    scope_key = {"sessions": sessions, "adversarial": adversarial, **({"haystack": sorted(others)} if others else {})}
+    scope_key = {"sessions": sessions, "adversarial": adversarial, **({"haystack": sorted(others)} if others else {}), **keep.key()}
+    if keep.active():
+        scope += f"; {sum(len(u.questions) for u in units or [])} questions" + (
+            f" none of {len(unasked or [])} earlier folders answered" if keep.asked else ""
+        ) + (f" that {len(asked or [])} earlier folders answered" if asked else "") + (f" matching {matching!r}" if matching else "")
     choices = RunChoices(systems, split, against, judge_model, out, db, answer_model, progress, json_out)
     _run("locomo", locomo, settings, file, units, scope, scope_key, choices)
 

@@ -20,7 +20,7 @@ from nemori_cli.domain import Episode, Hit, to_epoch
 from nemori_cli.embed.base import Embedder
 from nemori_cli.memory.method import mode_of
 from nemori_cli.memory.mode import MemoryMode
-from nemori_cli.retrieval import anchors, budget, fact_turns
+from nemori_cli.retrieval import anchors, budget, fact_turns, question_dates
 from nemori_cli.store import episodes as episode_sql
 from nemori_cli.store import facts as fact_sql
 from nemori_cli.store import message_index
@@ -78,6 +78,9 @@ class SearchOptions:
     # At most this many raw-turn windows from one chat session in the budget (retrieval/budget.select); 0: no cap.
     # Screened with no model: one a session found no more evidence (55.8% against 55.5%), so it was not benched.
     session_windows: int = 0
+    # The weight of a fourth list in the raw turns' fusion: the turns said around the days the question names ("on 3
+    # June, 2023", "in December"), ranked by meaning (retrieval/question_dates.py); 0: off, and no date is read.
+    date_vote: float = 0.0
 
 
 FACTS_AS = ("text", "turn", "rank")  # SearchOptions.facts_as
@@ -208,7 +211,10 @@ def _message_hits(db: Store, user: str, query: str, query_vector, options: Searc
     lists, weights = [[i for i, _ in vector_hits], [i for i, _ in text_hits]], [1.0, options.text_weight]
     if voted:
         lists, weights = [*lists, list(voted)], [*weights, 1.0]
-    wide = len(vector_hits) + len(text_hits) + len(voted) if options.anchor_words else options.messages  # room to drop some
+    dated = _dated_turns(db, user, query, query_vector, options) if options.date_vote and query_vector is not None else []
+    if dated:
+        lists, weights = [*lists, dated], [*weights, options.date_vote]
+    wide = len(vector_hits) + len(text_hits) + len(voted) + len(dated) if options.anchor_words else options.messages  # room to drop some
     fused, similarity = fuse(lists, wide, weights), dict(vector_hits)
     found = message_sql.by_ids(db, user, [i for i, _, _ in fused])
     if options.anchor_words:  # a line found by meaning alone must say something (retrieval/anchors.py)
@@ -243,6 +249,12 @@ def _message_hits(db: Store, user: str, query: str, query_vector, options: Searc
             )
         )
     return hits
+
+
+def _dated_turns(db: Store, user: str, query: str, query_vector, options: SearchOptions) -> list[int]:
+    """The turns said around the days the question names, best match first; none when it names no day."""
+    spans = question_dates.spans(query, message_index.years(db, user))
+    return [i for i, _ in message_index.vector_search_between(db, user, query_vector, options.candidates, spans, as_of=options.as_of)]
 
 
 def _note_hits(db: Store, user: str, query: str, query_vector, options: SearchOptions) -> list[Hit]:

@@ -11,7 +11,7 @@ is indexed on its next ingest.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timezone
 
 import numpy as np
 
@@ -80,6 +80,29 @@ def count(db: Store, user: str) -> int:
 def vector_search(db: Store, user: str, query: np.ndarray, k: int, *, as_of: datetime | None = None) -> list[tuple[int, float]]:
     """(message id, cosine similarity), best first; with ``as_of``, only messages said by then."""
     return index.vector_search(db, "message_vec", user, query, k, asof.messages(user, as_of) if as_of else None)
+
+
+def vector_search_between(
+    db: Store, user: str, query: np.ndarray, k: int, spans: list[tuple[float, float]], *, as_of: datetime | None = None
+) -> list[tuple[int, float]]:
+    """(message id, cosine similarity), best first, among the messages said inside ``spans`` (epoch seconds, inclusive)."""
+    if not spans:
+        return []
+    inside = " OR ".join("ts_epoch BETWEEN ? AND ?" for _ in spans)
+    until, bound = (" AND ts_epoch <= ?", (asof.epoch(as_of),)) if as_of else ("", ())
+    within = asof.Within(
+        f"SELECT id FROM messages WHERE user_id = ? AND ({inside}){until}", (user, *(t for span in spans for t in span), *bound)
+    )
+    return index.vector_search(db, "message_vec", user, query, k, within)
+
+
+def years(db: Store, user: str) -> range:
+    """The years this user's messages were said in (UTC), first to last; empty for no messages."""
+    row = db.one("SELECT min(ts_epoch) AS lo, max(ts_epoch) AS hi FROM messages WHERE user_id = ?", (user,))
+    if not row or row["lo"] is None:
+        return range(0)
+    first, last = (datetime.fromtimestamp(float(row[k]), timezone.utc).year for k in ("lo", "hi"))
+    return range(first, last + 1)
 
 
 def text_search(db: Store, user: str, query: str, k: int, *, as_of: datetime | None = None) -> list[tuple[int, float]]:

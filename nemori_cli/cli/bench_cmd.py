@@ -293,9 +293,12 @@ def locomo_cmd(
         scope += f"; inside a haystack of {', '.join(others)} ({sizes})"
     scope_key = {"sessions": sessions, "adversarial": adversarial, **({"haystack": sorted(others)} if others else {}), **keep.key()}
     if keep.active():
-        scope += f"; {sum(len(u.questions) for u in units or [])} questions" + (
-            f" none of {len(unasked or [])} earlier folders answered" if keep.asked else ""
-        ) + (f" that {len(asked or [])} earlier folders answered" if asked else "") + (f" matching {matching!r}" if matching else "")
+        scope += (
+            f"; {sum(len(u.questions) for u in units or [])} questions"
+            + (f" none of {len(unasked or [])} earlier folders answered" if keep.asked else "")
+            + (f" that {len(asked or [])} earlier folders answered" if asked else "")
+            + (f" matching {matching!r}" if matching else "")
+        )
     choices = RunChoices(systems, split, against, judge_model, out, db, answer_model, progress, json_out)
     _run("locomo", locomo, settings, file, units, scope, scope_key, choices)
 

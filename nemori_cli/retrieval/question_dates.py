@@ -27,7 +27,7 @@ from __future__ import annotations
 import calendar
 import re
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 
 _MONTH_NAMES = {name.lower(): n for n, name in enumerate(calendar.month_name) if name}
 _MONTH_NAMES.update({name.lower(): n for n, name in enumerate(calendar.month_abbr) if name})
@@ -119,8 +119,8 @@ def spans(question: str, years: range) -> list[tuple[float, float]]:
             days = named.first_and_last(year)
             if days is None:
                 continue
-            first = datetime.combine(days[0], datetime.min.time(), timezone.utc) - DAY_BEFORE
-            after = datetime.combine(days[1], datetime.min.time(), timezone.utc) + WEEK_AFTER
+            first = datetime.combine(days[0], datetime.min.time(), UTC) - DAY_BEFORE
+            after = datetime.combine(days[1], datetime.min.time(), UTC) + WEEK_AFTER
             out.append((first.timestamp(), after.timestamp()))
     merged: list[tuple[float, float]] = []
     for lo, hi in sorted(out):

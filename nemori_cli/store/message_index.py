@@ -11,7 +11,7 @@ is indexed on its next ingest.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import numpy as np
 
@@ -101,7 +101,7 @@ def years(db: Store, user: str) -> range:
     row = db.one("SELECT min(ts_epoch) AS lo, max(ts_epoch) AS hi FROM messages WHERE user_id = ?", (user,))
     if not row or row["lo"] is None:
         return range(0)
-    first, last = (datetime.fromtimestamp(float(row[k]), timezone.utc).year for k in ("lo", "hi"))
+    first, last = (datetime.fromtimestamp(float(row[k]), UTC).year for k in ("lo", "hi"))
     return range(first, last + 1)
 
 

@@ -170,3 +170,25 @@ def test_ctrl_c_mid_bench_keeps_finished_work_and_the_rerun_completes_it(tmp_pat
     answers = [(r["system"], r["qid"]) for r in records if r["kind"] == "answer"]
     assert len(answers) == 8 and len(set(answers)) == 8  # nothing answered twice
     assert sum(r["kind"] == "build" for r in records) == 2
+
+
+def _answered(folder: Path) -> set[str]:
+    records = [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines()]
+    return {r["qid"] for r in records if r.get("kind") == "answer"}
+
+
+def test_a_run_asks_none_of_the_questions_an_earlier_folder_answered(tmp_path):
+    _needs(LOCOMO)
+    base = ("bench", "locomo", str(LOCOMO), "--sample", "conv-26", "--sessions", "1", "--systems", "full-context", "--json")
+    first = run_nemori(*base, "--questions", "2", "--out", str(tmp_path / "first"))
+    assert first.returncode == 0, first.stderr.decode()
+    read = _answered(tmp_path / "first")
+    second = run_nemori(*base, "--unasked", str(tmp_path / "first"), "--out", str(tmp_path / "second"))
+    assert second.returncode == 0, second.stderr.decode()
+    asked = _answered(tmp_path / "second")
+    assert len(read) == 2 and asked and not asked & read
+    config = json.loads((tmp_path / "second" / "config.json").read_text())
+    assert config["scope_key"]["left_out"]["questions"] == 2
+    bad = run_nemori(*base, "--matching", "(", "--out", str(tmp_path / "third"))
+    assert bad.returncode == 2 and "--matching '(' is not a regular expression" in bad.stderr.decode()
+    assert not (tmp_path / "third").exists()

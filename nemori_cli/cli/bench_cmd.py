@@ -197,6 +197,11 @@ def _default_out(benchmark: str, settings) -> Path:
     return Path("bench-results") / f"{benchmark}-{deps.llm_preset(settings).name}"
 
 
+def _folders(flag: str, what: str):
+    """A repeatable option naming earlier results folders (bench/question_filter.py reads them)."""
+    return typer.Option(flag, metavar="FOLDER", help=what, show_default=False)
+
+
 @bench_app.command(
     "locomo",
     epilog=examples(
@@ -233,21 +238,13 @@ def locomo_cmd(
     ] = None,
     unasked: Annotated[
         list[Path] | None,
-        typer.Option(
-            "--unasked",
-            metavar="FOLDER",
-            help="Leave out every question that this results folder answered (repeatable): a confirmation split no run has read.",
-            show_default=False,
+        _folders(
+            "--unasked", "Leave out every question that this results folder answered (repeatable): a confirmation split no run has read."
         ),
     ] = None,
     asked: Annotated[
         list[Path] | None,
-        typer.Option(
-            "--asked",
-            metavar="FOLDER",
-            help="Only the questions that this results folder answered (repeatable): a tuning split of questions already read.",
-            show_default=False,
-        ),
+        _folders("--asked", "Only the questions that this results folder answered (repeatable): a tuning split of questions already read."),
     ] = None,
     matching: Annotated[
         str | None,

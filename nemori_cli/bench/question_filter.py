@@ -69,6 +69,8 @@ def asked_in(folders: list[Path], option: str = "--unasked") -> frozenset[tuple[
                 record = json.loads(line) if line.strip() else {}
             except ValueError:
                 continue  # a line cut short by an interrupted run (bench/results.py drops it the same way)
+            if not isinstance(record, dict):
+                continue
             if record.get("kind") != "answer" or record.get("benchmark", "locomo") != "locomo" or "sample" not in record:
                 continue
             qid = str(record.get("qid", ""))
@@ -76,6 +78,10 @@ def asked_in(folders: list[Path], option: str = "--unasked") -> frozenset[tuple[
             if not index.isdigit():
                 raise InputError(f"{option} {path}:{n}: question id {qid!r} is not a LoCoMo question index")
             asked.add((str(record["sample"]), int(index)))
+    if folders and not asked:
+        # Leaving out nothing without a word would ask again what the option was given to keep out. One folder of
+        # another benchmark among several is fine (`--unasked docs/bench/*/results.jsonl` names LongMemEval's too).
+        raise InputError(f"{option}: no LoCoMo question was answered in {', '.join(str(f) for f in folders)}")
     return frozenset(asked)
 
 

@@ -275,6 +275,9 @@ def locomo_cmd(
     others = [h.strip() for h in (haystack or "").split(",") if h.strip()]
     if haystack is not None and not others:
         raise InputError("--haystack: no sample named; expected e.g. --haystack conv-30,conv-41")
+    for flag, folders in (("--unasked", unasked), ("--asked", asked)):
+        if out is not None and any(f.resolve() in (out.resolve(), (out / "results.jsonl").resolve()) for f in folders or []):
+            raise InputError(f"{flag} {out}: that is this run's own --out folder, whose questions change as it runs")
     keep = question_filter.QuestionFilter(
         question_filter.asked_in(list(unasked or [])),
         question_filter.pattern(matching) if matching is not None else None,

@@ -33,7 +33,12 @@ _MONTH_NAMES = {name.lower(): n for n, name in enumerate(calendar.month_name) if
 _MONTH_NAMES.update({name.lower(): n for n, name in enumerate(calendar.month_abbr) if name})
 _MONTH_NAMES["sept"] = 9
 _MONTH = r"(?P<{0}>" + "|".join(sorted(_MONTH_NAMES, key=len, reverse=True)) + r")\.?"
-_DAY = r"(?P<{0}>\d{{1,2}})(?:st|nd|rd|th)?"
+# Month names that are also common words ("this may be", "a march", "by Jan"): read as months only when capitalised.
+_AMBIGUOUS = frozenset({"may", "march", "mar", "jan"})
+# Abbreviations that alone, with no day or year, are a name more often than a month ("a painting by Jan").
+_NAME_LIKE = frozenset({"jan", "mar"})
+# A day, not a clock time ("3:15", "May 3 am") nor the start of a longer number.
+_DAY = r"(?P<{0}>\d{{1,2}})(?:st|nd|rd|th)?\b(?!\s*(?:am|pm)\b|:\d)"
 _YEAR = r"(?P<{0}>(?:19|20)\d\d)"
 
 # "3 June, 2023", "8th of December 2023", "21 May"
@@ -41,15 +46,12 @@ _DAY_MONTH = re.compile(
     r"\b" + _DAY.format("d") + r"\s+(?:of\s+)?" + _MONTH.format("m") + r"(?:,?\s*" + _YEAR.format("y") + r")?\b", re.IGNORECASE
 )
 # "May 3, 2023", "December 1,2023", "Aug 15th"
-_MONTH_DAY = re.compile(
-    r"\b" + _MONTH.format("m") + r"\s+" + _DAY.format("d") + r"\b(?:,?\s*" + _YEAR.format("y") + r"\b)?(?!\s*(?:am|pm|:))",
-    re.IGNORECASE,
-)
+_MONTH_DAY = re.compile(r"\b" + _MONTH.format("m") + r"\s+" + _DAY.format("d") + r"(?:,?\s*" + _YEAR.format("y") + r"\b)?", re.IGNORECASE)
 # "December 2023", "June, 2023"
 _MONTH_YEAR = re.compile(r"\b" + _MONTH.format("m") + r",?\s+" + _YEAR.format("y") + r"\b", re.IGNORECASE)
 # "in June", "during early March": a month alone only after a word that makes it a time ("May I", "march on" are not)
 _BARE_MONTH = re.compile(
-    r"\b(?:in|during|of|since|until|till|before|after|by|from|through|last|this|next)\s+(?:(?:early|late|mid)[\s-]+)?"
+    r"\b(?:in|during|of|since|until|till|before|after|by|from|through|between|and|or|to|last|this|next)\s+(?:(?:early|late|mid)[\s-]+)?"
     + _MONTH.format("m")
     + r"(?![\w-]|\s*\d)",
     re.IGNORECASE,
@@ -82,14 +84,20 @@ class NamedDate:
 def named_dates(text: str) -> list[NamedDate]:
     """Every absolute date ``text`` names, in text order; phrases never overlap (the longest wins).
 
-    A day without a year takes the year of a later full date in the same text
-    ("between August 11 and August 15 2023"), as English leaves it out.
+    A date without a year takes the year of a later one in the same text
+    ("between August 11 and August 15 2023", "between June and August 2023"),
+    as English leaves it out.
     """
     found: list[NamedDate] = []
     for pattern in (_DAY_MONTH, _MONTH_DAY, _MONTH_YEAR, _BARE_MONTH):
         for m in pattern.finditer(text):
             parts = m.groupdict()
-            month = _MONTH_NAMES[parts["m"].lower().rstrip(".")]
+            name = parts["m"].lower().rstrip(".")
+            if name in _AMBIGUOUS and not parts["m"][0].isupper():
+                continue
+            if pattern is _BARE_MONTH and name in _NAME_LIKE:
+                continue
+            month = _MONTH_NAMES[name]
             day = int(parts["d"]) if parts.get("d") else None
             year = int(parts["y"]) if parts.get("y") else None
             start = m.start("m") if pattern is _BARE_MONTH else m.start()
@@ -101,7 +109,7 @@ def named_dates(text: str) -> list[NamedDate]:
     chosen.sort(key=lambda c: c.start)
     out = []
     for i, named in enumerate(chosen):
-        if named.year is None and named.day is not None:
+        if named.year is None:
             later = next((c.year for c in chosen[i + 1 :] if c.year is not None), None)
             named = NamedDate(named.start, named.end, named.month, named.day, later)
         out.append(named)

@@ -253,6 +253,8 @@ def _message_hits(db: Store, user: str, query: str, query_vector, options: Searc
 
 def _dated_turns(db: Store, user: str, query: str, query_vector, options: SearchOptions) -> list[int]:
     """The turns said around the days the question names, best match first; none when it names no day."""
+    if not question_dates.named_dates(query):
+        return []  # no day named: not even the memory's years are looked up
     spans = question_dates.spans(query, message_index.years(db, user))
     return [i for i, _ in message_index.vector_search_between(db, user, query_vector, options.candidates, spans, as_of=options.as_of)]
 

@@ -11,6 +11,7 @@ the file. The session (deps.Session) is the caller's.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import date, datetime
@@ -193,7 +194,8 @@ def search_options(
         raise ConfigError(f"search option session_windows={options.session_windows!r}: expected a whole number, 0 or more (0: no cap)")
     if not (isinstance(options.turns_before, int) and options.turns_before >= -1):
         raise ConfigError(f"search option turns_before={options.turns_before!r}: expected a whole number, 0 or more (-1: as many as turns)")
-    if not (isinstance(options.date_vote, int | float) and options.date_vote >= 0):
+    vote = options.date_vote
+    if isinstance(vote, bool) or not (isinstance(vote, int | float) and math.isfinite(vote) and vote >= 0):
         raise ConfigError(f"search option date_vote={options.date_vote!r}: expected a number, 0 or more (0: off)")
     return replace(options, as_of=moment(as_of)) if as_of is not None else options
 

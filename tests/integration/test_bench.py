@@ -189,6 +189,8 @@ def test_a_run_asks_none_of_the_questions_an_earlier_folder_answered(tmp_path):
     assert len(read) == 2 and asked and not asked & read
     config = json.loads((tmp_path / "second" / "config.json").read_text())
     assert config["scope_key"]["left_out"]["questions"] == 2
+    own = run_nemori(*base, "--unasked", str(tmp_path / "first"), "--out", str(tmp_path / "first"))
+    assert own.returncode == 2 and "this run's own --out folder" in own.stderr.decode()
     bad = run_nemori(*base, "--matching", "(", "--out", str(tmp_path / "third"))
     assert bad.returncode == 2 and "--matching '(' is not a regular expression" in bad.stderr.decode()
     assert not (tmp_path / "third").exists()

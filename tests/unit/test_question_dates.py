@@ -34,6 +34,12 @@ def _read(text: str) -> list[tuple[int | None, int, int | None, str]]:
         # a day without its year takes the next full date's, as English leaves it out
         ("Where was John between August 11 and August 15 2023?", [(2023, 8, 11, "August 11"), (2023, 8, 15, "August 15 2023")]),
         ("on the 5th of May 2023", [(2023, 5, 5, "5th of May 2023")]),
+        # what follows the year does not take it away (a clock time is refused right after the day, not after the year)
+        ("What happened on May 3, 2023 amid the rain?", [(2023, 5, 3, "May 3, 2023")]),
+        ("What, on May 3, 2023: a cat?", [(2023, 5, 3, "May 3, 2023")]),
+        ("March 5th amazed her", [(None, 3, 5, "March 5th")]),
+        # a month without a day takes the year of a later date too
+        ("What did she do between June and August 2023?", [(2023, 6, None, "June"), (2023, 8, None, "August 2023")]),
     ],
 )
 def test_the_dates_a_question_names_are_read_with_what_it_leaves_out(question, expected):
@@ -48,6 +54,10 @@ def test_the_dates_a_question_names_are_read_with_what_it_leaves_out(question, e
         "What did he say last week?",  # relative: not read here
         "When was it, in 2023?",  # a year alone is too wide to point at a day
         "What time did the 3:15 pm train leave?",
+        "Why do you think this may be?",  # month names that are words: months only when capitalised
+        "What kind of march did Caroline join?",
+        "Which 2 may attend?",
+        "What did she buy from a painting by Jan?",  # a name, with no day or year
         "",
     ],
 )
@@ -126,13 +136,34 @@ def test_the_named_day_lifts_its_turn_over_a_closer_match_said_on_another_day(db
     assert search(db, "u", embedder, undated, replace(shipped, date_vote=1.0))[0] == search(db, "u", embedder, undated, shipped)[0]
 
 
+def test_the_turns_of_a_named_day_are_those_said_inside_it_and_by_as_of(db, llm, backend, embedder):
+    from nemori_cli.domain import IncomingMessage
+    from nemori_cli.pipeline.runner import Pipeline
+    from nemori_cli.store import message_index
+    from tests.support.scripted import scripted
+
+    scripted(backend, facts=[[]])
+    pipe = Pipeline(db, "u", llm, embedder)
+    days = [datetime(2023, 6, d, 12) for d in (1, 3, 8, 20)]
+    pipe.add_messages([IncomingMessage(speaker="Ann", content=f"hiking day {d.day}", timestamp=d, source_id=str(d.day)) for d in days])
+    pipe.process(flush=True)
+    span = spans("Where did we go hiking on 3 June, 2023?", message_index.years(db, "u"))  # 2 to 11 June
+    said = {row["id"]: row["content"] for row in db.query("SELECT id, content FROM messages WHERE user_id = 'u'")}
+    inside = message_index.vector_search_between(db, "u", embedder.embed_query("hiking"), 10, span)
+    assert sorted(said[i] for i, _ in inside) == ["hiking day 3", "hiking day 8"]
+    by_then = message_index.vector_search_between(db, "u", embedder.embed_query("hiking"), 10, span, as_of=datetime(2023, 6, 5))
+    assert [said[i] for i, _ in by_then] == ["hiking day 3"]
+    assert message_index.vector_search_between(db, "u", embedder.embed_query("hiking"), 10, []) == []
+    assert message_index.years(db, "u") == range(2023, 2024) and message_index.years(db, "nobody") == range(0)
+
+
 def test_the_bench_offers_the_date_vote_as_a_built_and_an_unbuilt_row_and_ask_ships_without_it():
     rows = catalog.resolve("nemori-dated,nemori-unbuilt-dated")
     assert all(s.options == replace(PROFILES["core"], date_vote=1.0) for s in rows)
     assert PROFILES["core"].date_vote == 0.0
 
 
-@pytest.mark.parametrize("value", [-1.0, "yes"])
+@pytest.mark.parametrize("value", [-1.0, "yes", True, float("inf"), float("nan")])
 def test_a_negative_or_non_numeric_weight_is_refused(value):
     from nemori_cli.services.answer import search_options
 

@@ -15,7 +15,7 @@ from nemori_cli.errors import InputError
 from tests.conftest import locomo_file
 
 
-def _folder(tmp_path: Path, name: str, records: list[dict], tail: str = "") -> Path:
+def _folder(tmp_path: Path, name: str, records: list, tail: str = "") -> Path:
     folder = tmp_path / name
     folder.mkdir()
     lines = [json.dumps(r) for r in records]
@@ -42,6 +42,11 @@ def test_a_folder_without_results_or_with_a_foreign_id_is_one_clear_error(tmp_pa
         asked_in([odd], "--asked")
     with pytest.raises(InputError, match=r"--matching '\(' is not a regular expression"):
         pattern("(")
+    # folders that hold no LoCoMo answer at all would leave out nothing without a word
+    other = _folder(tmp_path, "lme", [_answer("x", "1", "longmemeval"), 1, [2]])  # lines that are not records are skipped
+    with pytest.raises(InputError, match=r"--unasked: no LoCoMo question was answered in .*lme"):
+        asked_in([other])
+    assert asked_in([other, _folder(tmp_path, "loc", [_answer("conv-26", "4")])]) == {("conv-26", 4)}  # one of several is fine
 
 
 def test_a_filter_keeps_what_all_three_allow_and_its_key_names_the_set():

@@ -121,8 +121,13 @@ def spans(question: str, years: range) -> list[tuple[float, float]]:
 
     ``years``: the years the memory holds, for a date named without one. No date named: no span.
     """
+    return spans_of(named_dates(question), years)
+
+
+def spans_of(dates: list[NamedDate], years: range) -> list[tuple[float, float]]:
+    """``spans`` for dates already read (search reads them once, to skip the memory's years when there are none)."""
     out: list[tuple[float, float]] = []
-    for named in named_dates(question):
+    for named in dates:
         for year in [named.year] if named.year else years:
             days = named.first_and_last(year)
             if days is None:

@@ -253,9 +253,10 @@ def _message_hits(db: Store, user: str, query: str, query_vector, options: Searc
 
 def _dated_turns(db: Store, user: str, query: str, query_vector, options: SearchOptions) -> list[int]:
     """The turns said around the days the question names, best match first; none when it names no day."""
-    if not question_dates.named_dates(query):
+    named = question_dates.named_dates(query)
+    if not named:
         return []  # no day named: not even the memory's years are looked up
-    spans = question_dates.spans(query, message_index.years(db, user))
+    spans = question_dates.spans_of(named, message_index.years(db, user))
     return [i for i, _ in message_index.vector_search_between(db, user, query_vector, options.candidates, spans, as_of=options.as_of)]
 
 

@@ -58,3 +58,14 @@ _pair(
     "in its fusion (retrieval/question_dates.py)",
     date_vote=1.0,
 )
+# Tenth round: the reader, not the context (the 0.5B reader answered from another line with all the evidence shown).
+_pair(
+    "quote",
+    "whose short road asks the reader to copy the words that answer first, then to answer (prompts/answer.QUOTE_SYSTEM)",
+    answer_form="quote",
+)
+_pair(
+    "qfirst",
+    "whose short road puts the question before the memories as well as after them",
+    answer_form="question-first",
+)

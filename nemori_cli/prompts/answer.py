@@ -103,24 +103,38 @@ class AnswerText(BaseModel):
     answer: str
 
 
+class QuotedAnswer(BaseModel):
+    """The quote form's answer (SearchOptions.answer_form): the copied words first, so the model writes them first.
+
+    Not an AnswerText subclass: pydantic puts a base class's fields first, and the order is the point.
+    """
+
+    quote: str
+    answer: str
+
+
 class CitedAnswer(AnswerText):
     sources: list[int]
 
 
-@lru_cache(maxsize=4)
-def timeline_schema(duration: bool) -> type[AnswerText]:
-    """Only the answer: citations come from what was retrieved, not from the model (fewer tokens to write)."""
+@lru_cache(maxsize=8)
+def timeline_schema(duration: bool, form: str = "answer") -> type[AnswerText]:
+    """Only the answer: citations come from what was retrieved, not from the model (fewer tokens to write).
+
+    With ``form="quote"`` the model first copies the words that answer, then answers (the answer is what is kept).
+    """
     # Clipped, not refused: llama.cpp's grammar does not bound a string this long, and a
     # long answer is still an answer (its first sentence is kept, see tidy()).
     validators = {"clip_answer": field_validator("answer")(lambda cls, v: clip(v, TIMELINE_ANSWER_MAX))}
     if duration:
         validators["no_clock"] = field_validator("answer")(_no_clock)
-    return create_model(
-        "Answer",
-        __base__=AnswerText,
-        __validators__=validators,
-        answer=(str, Field(min_length=1, description="The short answer.")),
-    )
+    answer = (str, Field(min_length=1, description="The short answer."))
+    if form == "quote":
+        validators["clip_quote"] = field_validator("quote")(lambda cls, v: clip(v, QUOTE_MAX))
+        quote = (str, Field(description="The words of the memories that answer, copied."))
+        quoted = create_model("Answer", __base__=QuotedAnswer, __validators__=validators, quote=quote, answer=answer)
+        return quoted  # type: ignore[return-value]  # it has .answer, all a caller reads
+    return create_model("Answer", __base__=AnswerText, __validators__=validators, answer=answer)
 
 
 def today_text(now: str) -> str:
@@ -143,23 +157,40 @@ BEST_LAST_SYSTEM = TIMELINE_SYSTEM.replace(
 )
 
 
-def timeline_head(order: str = "time") -> list[dict[str, str]]:
+# The reader's forms (timeline.ANSWER_FORMS), tenth round (docs/BEYOND.md). "quote": a 0.5B reader that had the
+# evidence answered from another line; copying the words that answer first puts the right line just before its
+# answer. "question-first": the reader reads the memories knowing what it looks for.
+QUOTE_MAX = 300  # characters of the copied words kept (never shown: only the answer is)
+
+QUOTE_SYSTEM = TIMELINE_SYSTEM.replace(
+    "Reply in a few words, as a person would, never by copying a whole line:",
+    "First copy the words of the memories that answer the question, then give the answer in a few words, as a "
+    "person would, never a whole line:",
+).replace(f"answer: {NOT_MENTIONED}", f"copy nothing and answer: {NOT_MENTIONED}")
+QUESTION_HEADING = "Question:"
+
+
+def timeline_head(order: str = "time", form: str = "answer") -> list[dict[str, str]]:
     """How every timeline prompt begins (the instructions, then the heading): the part a saved KV state can hold."""
-    system = BEST_LAST_SYSTEM if order == "best-last" else TIMELINE_SYSTEM
-    return [{"role": "system", "content": system}, {"role": "user", "content": MEMORIES_HEADING}]
+    system = BEST_LAST_SYSTEM if order == "best-last" else QUOTE_SYSTEM if form == "quote" else TIMELINE_SYSTEM
+    heading = QUESTION_HEADING if form == "question-first" else MEMORIES_HEADING
+    return [{"role": "system", "content": system}, {"role": "user", "content": heading}]
 
 
-def head_slot(order: str = "time") -> str:
-    """The file a timeline head's saved state lives in: one per order, so two orders never overwrite each other's."""
-    return "head" if order == "time" else f"{order}-head"
+def head_slot(order: str = "time", form: str = "answer") -> str:
+    """The file a timeline head's saved state lives in: one per order and form, so no two overwrite each other's."""
+    return "-".join([*([order] if order != "time" else []), *([form] if form != "answer" else []), "head"])
 
 
-def render_timeline(question: str, hits: list[Hit], *, now: str | None, arithmetic: list[str], order: str = "time") -> list[dict[str, str]]:
+def render_timeline(
+    question: str, hits: list[Hit], *, now: str | None, arithmetic: list[str], order: str = "time", form: str = "answer"
+) -> list[dict[str, str]]:
     memories = timeline.render(hits, order=order) if hits else "(no memories found)"
     worked = ("\nDate arithmetic, already worked out:\n" + "\n".join(arithmetic)) if arithmetic else ""
     today = f"\nToday is {today_text(now)}." if now else ""
-    system, user = timeline_head(order)
-    return [system, {"role": "user", "content": f"{user['content']}{memories}\n{worked}{today}\nQuestion: {question}"}]
+    system, user = timeline_head(order, form)
+    opening = f"{QUESTION_HEADING} {question}\n{MEMORIES_HEADING}" if form == "question-first" else user["content"]
+    return [system, {"role": "user", "content": f"{opening}{memories}\n{worked}{today}\nQuestion: {question}"}]
 
 
 @lru_cache(maxsize=64)

@@ -57,6 +57,10 @@ def estimate_tokens(text: str) -> int:
 
 
 ORDERS = ("time", "best-last")  # SearchOptions.timeline_order
+# How the reader is asked (SearchOptions.answer_form; the instructions are prompts/answer.py's): "answer", the answer
+# alone (shipped); "quote", the words that answer copied first, then the answer; "question-first", the question
+# before the memories as well as after them.
+ANSWER_FORMS = ("answer", "quote", "question-first")
 
 
 def render(hits: list[Hit], order: str = "time") -> str:

@@ -49,11 +49,12 @@ class Layout:
     raw_for_top: int = 0  # grouped: top episodes that bring their raw messages
     message_limit: int = 200  # grouped/messages: characters per raw message
     order: str = "time"  # timeline: "time" or "best-last" (SearchOptions.timeline_order)
+    form: str = "answer"  # timeline: how the reader is asked (SearchOptions.answer_form)
 
 
 def layout_of(options: SearchOptions) -> Layout:
     if options.layout == "timeline":
-        return Layout("timeline", order=options.timeline_order)
+        return Layout("timeline", order=options.timeline_order, form=options.answer_form)
     return Layout("messages" if options.context == "messages" else "grouped", options.raw_for_top)
 
 
@@ -214,8 +215,8 @@ def answer_hits(
         arithmetic = timecalc.when_hint(question, hits) + arithmetic
         if unmentioned:
             arithmetic.append("No memory mentions " + ", ".join(f'"{w}"' for w in unmentioned) + ".")
-        messages = prompt.render_timeline(question, hits, now=today, arithmetic=arithmetic, order=layout.order)
-        schema = prompt.timeline_schema(timecalc.asks_duration(question))
+        messages = prompt.render_timeline(question, hits, now=today, arithmetic=arithmetic, order=layout.order, form=layout.form)
+        schema = prompt.timeline_schema(timecalc.asks_duration(question), layout.form)
     else:
         context = "messages" if layout.name == "messages" else "narrative"
         messages = prompt.render(

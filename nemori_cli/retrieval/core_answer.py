@@ -231,7 +231,8 @@ def _short(
     is held, from its file in a fresh process.
     """
     if prepare_head is not None:
-        prepare_head(Head.of(answer_prompt.timeline_head(options.timeline_order), slot=answer_prompt.head_slot(options.timeline_order)))
+        order, form = options.timeline_order, options.answer_form
+        prepare_head(Head.of(answer_prompt.timeline_head(order, form), slot=answer_prompt.head_slot(order, form)))
     facts = options.facts if sizes.short_facts or options.facts_beyond else 0
     short = replace(options, core=False, budget=sizes.short, k=sizes.short_episodes, layout="timeline", facts=facts)
     answer, _cited = answer_module.ask(db, user, embedder, llm, question, short, today=today)

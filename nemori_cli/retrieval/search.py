@@ -81,6 +81,9 @@ class SearchOptions:
     # The weight of a fourth list in the raw turns' fusion: the turns said around the days the question names ("on 3
     # June, 2023", "in December"), ranked by meaning (retrieval/question_dates.py); 0: off, and no date is read.
     date_vote: float = 0.0
+    # How the short road asks its reader (prompts/answer.ANSWER_FORMS): "answer", the answer alone (shipped); "quote",
+    # the words that answer copied first, then the answer; "question-first", the question before the memories too.
+    answer_form: str = "answer"
 
 
 FACTS_AS = ("text", "turn", "rank")  # SearchOptions.facts_as

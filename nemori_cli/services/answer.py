@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from nemori_cli.domain import Answer, Hit, Usage
 from nemori_cli.errors import ConfigError, InputError
+from nemori_cli.prompts.timeline import ANSWER_FORMS
 from nemori_cli.prompts.timeline import ORDERS as TIMELINE_ORDERS
 from nemori_cli.retrieval.search import FACTS_AS, PROFILES, SearchOptions
 
@@ -82,7 +83,7 @@ def ask(session: Session, user: str, text: str, options: SearchOptions, today: s
     else:
         embedder, llm = session.embedder, session.answer_llm  # in this order: a wrong embedder is named before a model loads
         if options.layout == "timeline":  # its prompt opens with the same instructions as the short road's: held from their file
-            session.core_cache.prepare(llm, user, _head(options.timeline_order))
+            session.core_cache.prepare(llm, user, _head(options.timeline_order, options.answer_form))
         answer, _cited = search_road(session.db, user, embedder, llm, text, options, today=today)
     problem = next((e.detail for e in reversed(llm.log.events) if e.kind == "fallback"), "") if answer.failed else ""
     if session.db.read_only:  # a file this process may only read (deps.cannot_write): the answer's cost goes uncounted
@@ -130,12 +131,12 @@ def _core_road(session: Session, user: str, text: str, options: SearchOptions, t
     return answer, llm, cache.last  # how the model came to hold the core (None: not needed, or a past moment's)
 
 
-def _head(order: str = "time"):
+def _head(order: str = "time", form: str = "answer"):
     """The instructions every timeline prompt opens with, as a prefix the core cache saves and loads (retrieval/core_cache.Head)."""
     from nemori_cli.prompts.answer import head_slot, timeline_head
     from nemori_cli.retrieval.core_cache import Head
 
-    return Head.of(timeline_head(order), slot=head_slot(order))
+    return Head.of(timeline_head(order, form), slot=head_slot(order, form))
 
 
 def _cold_core_rule(session: Session, user: str, llm, saved: bool):
@@ -189,6 +190,10 @@ def search_options(
         raise ConfigError(f"search option facts_as={options.facts_as!r} is not one of {', '.join(FACTS_AS)}")
     if options.timeline_order not in TIMELINE_ORDERS:
         raise ConfigError(f"search option timeline_order={options.timeline_order!r} is not one of {', '.join(TIMELINE_ORDERS)}")
+    if options.answer_form not in ANSWER_FORMS:
+        raise ConfigError(f"search option answer_form={options.answer_form!r} is not one of {', '.join(ANSWER_FORMS)}")
+    if options.answer_form != "answer" and options.timeline_order != "time":
+        raise ConfigError(f"search option answer_form={options.answer_form!r} is measured with timeline_order='time' only")
     # A negative cap would drop every raw turn without a word; below -1, turns_before would quietly mean ``turns``.
     if not (isinstance(options.session_windows, int) and options.session_windows >= 0):
         raise ConfigError(f"search option session_windows={options.session_windows!r}: expected a whole number, 0 or more (0: no cap)")

@@ -249,3 +249,62 @@ def test_a_saved_head_is_loaded_by_the_next_process_which_answers_the_same_readi
     whole = len(backend.prefix_tokens(prompt))
     held = len(backend.prefix_tokens(head.prefix))
     assert first == second and read_first == read_second < whole - held + 8  # only what follows the head is read
+
+
+@pytest.mark.parametrize("form", ["quote", "question-first"])
+def test_each_answer_form_keeps_its_own_head_and_the_real_model_answers_in_its_shape(form, backend, tmp_path):
+    """SearchOptions.answer_form with real llama.cpp: the grammar of `{"quote", "answer"}` parses, each form's head is
+    saved in its own file beside the shipped one's, and a fresh process that loads it reads only what follows it."""
+    from datetime import datetime, timedelta
+
+    from nemori_cli.domain import Hit, Message
+    from nemori_cli.llm.base import StructuredLLM
+    from nemori_cli.prompts import answer as answer_prompt
+    from nemori_cli.retrieval.answer import Layout, answer_hits
+    from nemori_cli.retrieval.core_cache import CoreCache, Head
+
+    when = datetime(2024, 3, 4, 10)
+    lines = [
+        Message(
+            id=i, user="u", key=str(i), speaker="Priya", content=text, timestamp=when + timedelta(minutes=i), source_id=str(i), session="s"
+        )
+        for i, text in enumerate(["Morning!", "I went climbing with Maya at Granite Works.", "My arms hurt now."], start=1)
+    ]
+    hits = [
+        Hit(
+            kind="message",
+            id=2,
+            score=0.05,
+            title="",
+            text=lines[1].content,
+            start=when,
+            end=lines[-1].timestamp,
+            messages=tuple(lines),
+            similarity=0.8,
+        )
+    ]
+    llm = StructuredLLM(backend)
+    cache = CoreCache(tmp_path / "db.kv")
+    shipped, own = (
+        Head.of(answer_prompt.timeline_head()),
+        Head.of(answer_prompt.timeline_head(form=form), slot=answer_prompt.head_slot(form=form)),
+    )
+    runs = []
+    for expected in ("built", "loaded"):
+        _fresh_process(backend)
+        assert cache.prepare(llm, "u", shipped).outcome == expected
+        _fresh_process(backend)
+        assert cache.prepare(llm, "u", own).outcome == expected  # its own file: the shipped head's did not stand in
+        before = backend.tokens_read
+        answer = answer_hits(llm, QUESTION, hits, Layout("timeline", form=form))
+        runs.append((answer, backend.tokens_read - before))
+        assert not answer.failed and answer.answer.strip(), answer  # the model's JSON parsed into an answer
+    assert cache.path("u", "tiny", "head").exists() and cache.path("u", "tiny", own.slot).exists() and own.slot != "head"
+    (first, read_first), (second, read_second) = runs
+    assert first.answer == second.answer and read_first == read_second  # a loaded head answers as a read one
+    prompt = answer_prompt.render_timeline(QUESTION, hits, now=None, arithmetic=[], form=form)
+    held = len(backend.prefix_tokens(own.prefix))
+    assert read_second < len(backend.prefix_tokens(prompt)) - held + 8  # only what follows the head is read
+    if form == "quote":
+        written = len(backend.llama.tokenize(json.dumps({"answer": second.answer}).encode(), add_bos=False))
+        assert second.usage.completion_tokens > written  # a quote was written before the answer

@@ -101,7 +101,8 @@ def use_fake_answers(monkeypatch, reply: str = "the kayak") -> list[FakeBackend]
 
     def answering(messages, schema):
         if schema.get("title") == "Answer":
-            return {"answer": reply, "sources": []}
+            quoted = {"quote": f"said: {reply}"} if "quote" in schema.get("properties", {}) else {}  # answer_form="quote"
+            return {**quoted, "answer": reply, "sources": []}
         return answer(messages, schema)
 
     def build_answer_llm(settings, memory_llm=None):

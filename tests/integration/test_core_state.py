@@ -255,34 +255,15 @@ def test_a_saved_head_is_loaded_by_the_next_process_which_answers_the_same_readi
 def test_each_answer_form_keeps_its_own_head_and_the_real_model_answers_in_its_shape(form, backend, tmp_path):
     """SearchOptions.answer_form with real llama.cpp: the grammar of `{"quote", "answer"}` parses, each form's head is
     saved in its own file beside the shipped one's, and a fresh process that loads it reads only what follows it."""
-    from datetime import datetime, timedelta
+    from datetime import datetime
 
-    from nemori_cli.domain import Hit, Message
     from nemori_cli.llm.base import StructuredLLM
     from nemori_cli.prompts import answer as answer_prompt
     from nemori_cli.retrieval.answer import Layout, answer_hits
     from nemori_cli.retrieval.core_cache import CoreCache, Head
+    from tests.support.windows import window
 
-    when = datetime(2024, 3, 4, 10)
-    lines = [
-        Message(
-            id=i, user="u", key=str(i), speaker="Priya", content=text, timestamp=when + timedelta(minutes=i), source_id=str(i), session="s"
-        )
-        for i, text in enumerate(["Morning!", "I went climbing with Maya at Granite Works.", "My arms hurt now."], start=1)
-    ]
-    hits = [
-        Hit(
-            kind="message",
-            id=2,
-            score=0.05,
-            title="",
-            text=lines[1].content,
-            start=when,
-            end=lines[-1].timestamp,
-            messages=tuple(lines),
-            similarity=0.8,
-        )
-    ]
+    hits = window("Priya", ["Morning!", "I went climbing with Maya at Granite Works.", "My arms hurt now."], datetime(2024, 3, 4, 10))
     llm = StructuredLLM(backend)
     cache = CoreCache(tmp_path / "db.kv")
     shipped, own = (

@@ -8,43 +8,25 @@ instructions head and keeps that head's saved state in a file of its own, so no 
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import pytest
 
 from nemori_cli.bench import catalog
-from nemori_cli.domain import Hit, Message
 from nemori_cli.errors import ConfigError
 from nemori_cli.prompts import answer as answer_prompt
 from nemori_cli.prompts import timeline
 from nemori_cli.retrieval.answer import Layout, answer_hits, layout_of
 from nemori_cli.retrieval.search import PROFILES
+from tests.support.windows import window
 from tests.unit.fake_ingest import conversation, isolate, use_fake_answers, use_fakes
 
 MAY = datetime(2023, 5, 8, 13)
 QUESTION = "Where did Ann go kayaking?"
 
 
-def _hits() -> list[Hit]:
-    lines = [
-        Message(
-            id=i, user="u", key=str(i), speaker="Ann", content=text, timestamp=MAY + timedelta(minutes=i), source_id=str(i), session="s"
-        )
-        for i, text in enumerate(["Morning!", "We kayaked on Lake Tahoe on Sunday.", "It was cold."], start=1)
-    ]
-    return [
-        Hit(
-            kind="message",
-            id=2,
-            score=0.05,
-            title="",
-            text=lines[1].content,
-            start=MAY,
-            end=lines[-1].timestamp,
-            messages=tuple(lines),
-            similarity=0.8,
-        )
-    ]
+def _hits():
+    return window("Ann", ["Morning!", "We kayaked on Lake Tahoe on Sunday.", "It was cold."], MAY)
 
 
 def test_the_quote_is_written_before_the_answer_and_clipped():

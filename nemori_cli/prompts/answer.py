@@ -12,6 +12,7 @@ from nemori_cli.dates import find_relative_times, format_date, spell_iso_dates
 from nemori_cli.domain import Hit
 from nemori_cli.prompts import timeline
 from nemori_cli.prompts.render import clip, message_lines
+from nemori_cli.prompts.timeline import ANSWER_FORMS
 
 ANSWER_MAX = 400
 TIMELINE_ANSWER_MAX = 160  # characters: a short phrase, with room for a list of names or dates
@@ -172,6 +173,12 @@ QUESTION_HEADING = "Question:"
 
 def timeline_head(order: str = "time", form: str = "answer") -> list[dict[str, str]]:
     """How every timeline prompt begins (the instructions, then the heading): the part a saved KV state can hold."""
+    if form not in ANSWER_FORMS:
+        raise ValueError(f"answer form {form!r} is not one of {', '.join(ANSWER_FORMS)}")
+    if order != "time" and form != "answer":
+        # Each other form was written for, and measured with, the one timeline oldest first: best-last's
+        # instructions would drop the quote's, and its blocks would follow a "Question:" heading.
+        raise ValueError(f"answer form {form!r} is made for timeline order 'time', not {order!r}")
     system = BEST_LAST_SYSTEM if order == "best-last" else QUOTE_SYSTEM if form == "quote" else TIMELINE_SYSTEM
     heading = QUESTION_HEADING if form == "question-first" else MEMORIES_HEADING
     return [{"role": "system", "content": system}, {"role": "user", "content": heading}]

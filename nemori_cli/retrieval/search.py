@@ -81,8 +81,10 @@ class SearchOptions:
     # The weight of a fourth list in the raw turns' fusion: the turns said around the days the question names ("on 3
     # June, 2023", "in December"), ranked by meaning (retrieval/question_dates.py); 0: off, and no date is read.
     date_vote: float = 0.0
-    # How the short road asks its reader (prompts/answer.ANSWER_FORMS): "answer", the answer alone (shipped); "quote",
+    # How the short road asks its reader (prompts/timeline.ANSWER_FORMS): "answer", the answer alone (shipped); "quote",
     # the words that answer copied first, then the answer; "question-first", the question before the memories too.
+    # Read by every timeline prompt but the core road's (which answers where the history fits); both others were
+    # rejected at tuning (docs/BEYOND.md, tenth round).
     answer_form: str = "answer"
 
 

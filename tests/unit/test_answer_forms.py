@@ -70,6 +70,14 @@ def test_every_forms_prompt_opens_with_its_head_and_ends_with_the_question(form,
         assert prompt[1]["content"].startswith(f"Question: {QUESTION}\nMemories:\n")
 
 
+def test_a_form_is_refused_where_it_was_never_measured_rather_than_half_applied():
+    with pytest.raises(ValueError, match="timeline order 'time', not 'best-last'"):
+        answer_prompt.timeline_head("best-last", "quote")  # best-last's instructions would drop the quote's
+    with pytest.raises(ValueError, match="answer form 'cite'"):
+        answer_prompt.render_timeline(QUESTION, _hits(), now=None, arithmetic=[], form="cite")
+    assert answer_prompt.timeline_head("best-last")[0]["content"] == answer_prompt.BEST_LAST_SYSTEM  # as before
+
+
 def test_a_form_left_out_is_the_shipped_one_and_the_options_carry_it():
     assert PROFILES["core"].answer_form == "answer" and layout_of(PROFILES["core"]).form == "answer"
     assert layout_of(replace(PROFILES["core"], answer_form="quote")).form == "quote"

@@ -17,36 +17,30 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from nemori_cli import Memory
+from nemori_cli.bench.baselines import RagSystem
 from nemori_cli.bench.metrics import evidence_recall
+from nemori_cli.bench.systems import Shared
 from nemori_cli.domain import Hit, Message
 from nemori_cli.prompts.render import message_lines
 from nemori_cli.prompts.timeline import estimate_tokens, render
 from nemori_cli.store import messages as message_sql
 
 DATA = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo-dev.json"
-CHUNK_TOKENS = 256  # rag-256's chunk size (bench/baselines.RagSystem), here counted by the prompt's estimate
+CHUNK_TOKENS = 256  # rag-256's chunk size (bench/baselines.RagSystem)
 WINDOW_TURNS = 8  # about as many turns as one 256-token chunk holds
 
 
 def chunks(messages: list[Message]) -> list[list[Message]]:
-    """Consecutive turns up to CHUNK_TOKENS, as rag-256 cuts them (a longer turn is a chunk of its own)."""
-    out: list[list[Message]] = []
-    size = 0
-    for m in messages:
-        tokens = estimate_tokens(message_lines([m], numbered=False))
-        if out and size + tokens <= CHUNK_TOKENS:
-            out[-1].append(m)
-            size += tokens
-        else:
-            out.append([m])
-            size = tokens
-    return out
+    """Consecutive turns up to CHUNK_TOKENS, cut by rag-256's own code, with tokens counted by the prompt's estimate."""
+    return RagSystem(CHUNK_TOKENS, 4).chunks(messages, cast(Shared, SimpleNamespace(count_tokens=estimate_tokens)))
 
 
 def as_hit(turns: list[Message]) -> Hit:

@@ -14,6 +14,7 @@ import pytest
 
 from tests.conftest import SHARED_DATA
 from tests.integration.conftest import REPO, run_nemori
+from tests.support.signals import interruptible
 
 pytestmark = pytest.mark.integration
 
@@ -150,7 +151,9 @@ def test_ctrl_c_mid_bench_keeps_finished_work_and_the_rerun_completes_it(tmp_pat
         "--model",
         "tiny",
     ]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env={**os.environ, "NEMORI_MODEL": "tiny"})
+    proc = subprocess.Popen(
+        interruptible(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env={**os.environ, "NEMORI_MODEL": "tiny"}
+    )
     results = out / "results.jsonl"
     deadline = time.time() + 600
     while (not results.exists() or len(results.read_text().splitlines()) < 3) and proc.poll() is None and time.time() < deadline:

@@ -13,6 +13,7 @@ import pytest
 from nemori_cli.store.sqlite import SqliteStore
 from tests.conftest import locomo_file
 from tests.integration.conftest import REPO, run_json
+from tests.support.signals import interruptible
 
 pytestmark = pytest.mark.integration
 
@@ -35,23 +36,25 @@ def test_sigint_mid_ingest_then_flush_completes(tmp_path):
     db = tmp_path / "int.db"
     source = locomo_file()
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "nemori_cli",
-            "ingest",
-            str(source),
-            "--format",
-            "locomo",
-            "--sample",
-            "conv-26",
-            "--sessions",
-            "1-3",
-            "--window",
-            "8",
-            "--db",
-            str(db),
-        ],
+        interruptible(
+            [
+                sys.executable,
+                "-m",
+                "nemori_cli",
+                "ingest",
+                str(source),
+                "--format",
+                "locomo",
+                "--sample",
+                "conv-26",
+                "--sessions",
+                "1-3",
+                "--window",
+                "8",
+                "--db",
+                str(db),
+            ]
+        ),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=REPO,

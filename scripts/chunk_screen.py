@@ -80,7 +80,10 @@ def main() -> int:
         row[2] += tokens
 
     for unit in sorted({u for u, _ in asked}):
-        with Memory(Path(args.dbs.format(unit=unit)), user=args.user) as memory:
+        path = Path(args.dbs.format(unit=unit))
+        if not path.exists():
+            parser.error(f"{path}: no unbuilt database for {unit} (make it as this script's docstring says)")
+        with Memory(path, user=args.user) as memory:
             session = memory._session("read")  # the embedder and the turns, as the search itself reads them
             turns = message_sql.all_messages(session.db, args.user)
             embedder = session.embedder

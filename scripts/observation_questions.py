@@ -9,7 +9,7 @@ wrote, for every session, observations about each speaker with the turn that sho
 e.g. "Melanie painted a lake sunrise last year.", D1:14). Most of the dev questions were made from such lines;
 many observations point at turns no dev question uses as evidence. `make` asks the `base` model (greedy) to turn
 each such observation, with its turn, into one question and a short answer, and keeps only what passes
-mechanical checks (below). `assemble` writes a LoCoMo-format file: the dev conversations unchanged, with these
+mechanical checks (`check`, applied again by `assemble`). `assemble` writes a LoCoMo-format file: the dev conversations unchanged, with these
 questions (category 4, single-hop) in place of their own, for `nemori bench locomo`.
 
 What it is not: the held-out LoCoMo questions. Its questions are all single-hop, were written by a 1.5B model,
@@ -101,8 +101,10 @@ def observations() -> list[dict]:
 def check(draft: dict, item: dict) -> str | None:
     """Why a draft is not kept, or None. Mechanical on purpose: what a reader can verify from the record."""
     question, answer = str(draft.get("question", "")).strip(), str(draft.get("answer", "")).strip()
-    if not question.endswith("?") or len(words(question)) < 4:
+    if not question.endswith("?"):
         return "not a question"
+    if len(words(question)) < 5:  # "What did Caroline do?" has no one answer
+        return "question under 5 words"
     if not 1 <= len(words(answer)) <= 6:
         return "answer not 1-6 words"
     if item["person"].lower() not in question.lower():
@@ -162,7 +164,8 @@ def assemble(path: Path, samples: set[str] | None) -> int:
     kept: dict[str, list[dict]] = {}
     for line in OUT.read_text().splitlines():
         r = json.loads(line)
-        if r["kept"] and (samples is None or r["sample"] in samples):
+        # The checks are applied again, so that the file follows them as they are now, whatever `make` recorded.
+        if isinstance(r["draft"], dict) and check(r["draft"], r) is None and (samples is None or r["sample"] in samples):
             kept.setdefault(r["sample"], []).append(
                 {"question": r["draft"]["question"], "answer": r["draft"]["answer"], "evidence": r["evidence"], "category": 4}
             )

@@ -30,6 +30,7 @@ def test_a_short_answer_copied_from_the_turn_is_kept():
     ("draft", "why"),
     [
         ({"question": "What did Melanie paint last year", "answer": "lake sunrise"}, "not a question"),
+        ({"question": "What did Melanie paint?", "answer": "lake sunrise"}, "question under 5 words"),
         ({"question": "What did she paint last year?", "answer": "lake sunrise"}, "question does not name the person"),
         ({"question": "What did Melanie paint last year?", "answer": "a mountain sunset"}, "answer has words neither"),
         ({"question": "What does the painting hold for Melanie?", "answer": "meaning"}, "answer has no word of the line"),
@@ -55,13 +56,14 @@ def test_assemble_writes_kept_questions_as_single_hop_in_a_locomo_file(tmp_path,
     locomo_file()
     records = tmp_path / "records.jsonl"
     item = oq.observations()[0]
-    kept = {**item, "draft": {"question": f"What did {item['person']} say?", "answer": "x"}, "kept": True, "why": None}
-    dropped = {**kept, "id": "other", "kept": False, "why": "not JSON"}
+    said = oq.words(item["lines"][0])[-1]  # the last word the turn says
+    kept = {**item, "draft": {"question": f"What did {item['person']} say first then?", "answer": said}, "kept": True, "why": None}
+    dropped = {**kept, "id": "other", "draft": {"question": "What?", "answer": said}}  # recorded as kept, fails the checks now
     records.write_text("\n".join(json.dumps(r) for r in (kept, dropped)) + "\n")
     monkeypatch.setattr(oq, "OUT", records)
     out = tmp_path / "set.json"
     assert oq.assemble(out, None) == 0
     [sample] = json.loads(out.read_text())
     assert sample["sample_id"] == item["sample"]
-    assert sample["qa"] == [{"question": kept["draft"]["question"], "answer": "x", "evidence": item["evidence"], "category": 4}]
+    assert sample["qa"] == [{"question": kept["draft"]["question"], "answer": said, "evidence": item["evidence"], "category": 4}]
     assert sample["conversation"]  # the conversation itself comes with it, unchanged

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields, replace
 from enum import Enum
 from typing import Annotated, Any, cast, get_type_hints
@@ -14,7 +14,7 @@ import typer
 
 from nemori_cli.cli import options as opt
 from nemori_cli.cli.help import examples
-from nemori_cli.cli.render import console, esc, hit_json, print_json, stamp
+from nemori_cli.cli.render import console, esc, hit_json, print_json, print_json_line, stamp
 from nemori_cli.errors import InputError
 
 SEARCH_EXAMPLES = examples(
@@ -26,6 +26,7 @@ ASK_EXAMPLES = examples(
     'nemori ask "When did Priya go climbing?"',
     'nemori ask "Where does Sam live?" --as-of 2024-03-31',
     'nemori ask "How long ago did Sam move?" --today 2024-06-01 --json',
+    "nemori ask --questions questions.txt --json > answers.jsonl",
 )
 
 
@@ -261,10 +262,24 @@ def search_cmd(
     out.print(f"[dim]{shown} in {ms:.1f} ms{_as_of_note(moment)}[/dim]")
 
 
+# @retrieval_options fills `retrieval` in; ask_cmd gives it a default only because an optional QUESTION comes before it.
+_GIVEN_BY_DECORATOR = cast(RetrievalArgs, None)
+QuestionsFile = Annotated[
+    str | None,
+    typer.Option(
+        "--questions",
+        metavar="FILE",
+        help="Questions one a line (- for stdin), each answered as it is read, by one loaded model; with --json, one JSON object a line.",
+        show_default=False,
+    ),
+]
+
+
 @retrieval_options(Profile.core)
 def ask_cmd(
-    question: Annotated[str, typer.Argument(metavar="QUESTION", help="The question, or - for stdin.", show_default=False)],
-    retrieval: RetrievalArgs,
+    question: Annotated[str | None, typer.Argument(metavar="QUESTION", help="The question, or - for stdin.", show_default=False)] = None,
+    questions_file: QuestionsFile = None,
+    retrieval: RetrievalArgs = _GIVEN_BY_DECORATOR,
     today: Annotated[
         str,
         typer.Option(
@@ -291,47 +306,95 @@ def ask_cmd(
     """Answer a question from memory, citing the episodes used.
 
     Loads the answer model (a few seconds the first time). The options below
-    --profile choose what it reads.
+    --profile choose what it reads. A script with many questions gives them
+    with --questions: the model loads once, not once a question.
     """
     from nemori_cli.api import Memory
 
-    text = _text_arg(question, "question")
+    if (question is None) == (questions_file is None):
+        raise InputError("give one QUESTION, or --questions FILE (one a line), not both and not neither")
+    asked = [_text_arg(question, "question")] if question is not None else _question_lines(questions_file or "-")
     options = retrieval.options()
-    moment = options.as_of
     settings = opt.settings(db_path, user, model, embedder)
     settings.answer_model = answer_model or settings.answer_model
     from nemori_cli.cli.progress import slow_note, wanted
 
     with Memory.from_settings(settings) as memory:
-        with slow_note(wanted(progress), "loading the answer model and reading the memory (a few seconds, once)…"):
-            answer = memory.ask(text, options=options, today=today or None)
-        cited_episodes = memory.cited(answer) if not json_out else []  # cited through their raw turns too
-        built = memory.build_state(eta=False)  # what of the history is not built into memory yet
+        for number, text in enumerate(asked):
+            # The note is for the first answer only: after it the model is loaded and the head state is in memory.
+            with slow_note(wanted(progress) and number == 0, "loading the answer model and reading the memory (a few seconds, once)…"):
+                answer = memory.ask(text, options=options, today=today or None)
+            cited_episodes = memory.cited(answer) if not json_out else []  # cited through their raw turns too
+            built = memory.build_state(eta=False)  # what of the history is not built into memory yet
+            _show_answer(answer, cited_episodes, built, memory, options.as_of, json_out, many=questions_file is not None)
+
+
+def _question_lines(source: str) -> Iterator[str]:
+    """The questions of a file (or stdin for -), one a line, blank lines skipped.
+
+    The file is opened now, so a missing one fails before any model loads; its lines are read as they are
+    answered, so a script writing to a pipe gets each answer before it writes the next question.
+    """
+    from pathlib import Path
+
+    if source == "-":
+        return _lines(getattr(sys.stdin, "buffer", sys.stdin), "stdin", close=False)
+    try:  # bytes, decoded a line at a time: a text reader decodes ahead, and would fail lines before the bad one
+        stream = Path(source).open("rb")  # noqa: SIM115 - closed by _lines
+    except OSError as e:
+        raise InputError(f"--questions {source}: {e.strerror or e}") from None
+    return _lines(stream, source, close=True)
+
+
+def _lines(stream, where: str, *, close: bool) -> Iterator[str]:
+    read = asked = 0
+    try:
+        for raw in stream:
+            read += 1
+            try:
+                line = (raw.decode("utf-8") if isinstance(raw, bytes) else raw).strip()  # text: a stdin with no bytes under it
+            except UnicodeDecodeError:
+                raise InputError(f"--questions {where}: line {read} is not UTF-8 text (the questions before it were answered)") from None
+            if line:
+                asked += 1
+                yield line
+    finally:
+        if close:
+            stream.close()
+    if not asked:
+        raise InputError(f"--questions {where}: no questions in it (one a line)")
+
+
+def _show_answer(answer, cited_episodes, built, memory, moment, json_out: bool, *, many: bool) -> None:
     if answer.failed:  # on stderr in both modes: the answer on stdout already says so, this says why
         sys.stderr.write(
             f"nemori: warning: {answer.problem[:300] or 'the model gave no usable answer'}; the answer failed and is counted in `nemori stats`\n"
         )
     if json_out:
-        print_json(
-            {
-                "question": answer.question,
-                "as_of": moment.isoformat() if moment else None,
-                "answer": answer.answer,
-                "abstained": answer.abstained,  # the memories do not hold the answer
-                "failed": answer.failed,  # the model gave no usable answer
-                "cited": list(answer.cited),
-                "model": answer.model,
-                "memories": [hit_json(h) for h in answer.hits],
-                "tokens": {"prompt": answer.usage.prompt_tokens, "completion": answer.usage.completion_tokens},
-                "ms": {"search": round(answer.search_ms, 1), "answer": round(answer.answer_ms, 1)},
-                # How the core context came to be in the model: loaded (its saved state), built (read now and saved), live, none.
-                "core": _core_json(memory.last_core),
-                "built": built.as_json(),
-                "unbuilt_memories": len(_unbuilt(answer, built)),  # of "memories", raw turns not built into memory yet
-            }
-        )
+        reply = {
+            "question": answer.question,
+            "as_of": moment.isoformat() if moment else None,
+            "answer": answer.answer,
+            "abstained": answer.abstained,  # the memories do not hold the answer
+            "failed": answer.failed,  # the model gave no usable answer
+            "cited": list(answer.cited),
+            "model": answer.model,
+            "memories": [hit_json(h) for h in answer.hits],
+            "tokens": {"prompt": answer.usage.prompt_tokens, "completion": answer.usage.completion_tokens},
+            "ms": {"search": round(answer.search_ms, 1), "answer": round(answer.answer_ms, 1)},
+            # How the core context came to be in the model: loaded (its saved state), built (read now and saved), live, none.
+            "core": _core_json(memory.last_core),
+            "built": built.as_json(),
+            "unbuilt_memories": len(_unbuilt(answer, built)),  # of "memories", raw turns not built into memory yet
+        }
+        if many:
+            print_json_line(reply)  # JSON Lines: a script reads each answer as it comes
+        else:
+            print_json(reply)
         return
     out = console()
+    if many:
+        out.print(f"[bold]{esc(answer.question)}[/bold]", soft_wrap=True)
     out.print(esc(answer.answer), soft_wrap=True)
     for e in cited_episodes:
         out.print(f"[dim]  E{e.id} {e.start:%Y-%m-%d}: {esc(e.title)}[/dim]")
@@ -345,6 +408,9 @@ def ask_cmd(
     note = _unbuilt_note(answer, built)
     if note:
         out.print(f"[dim]{esc(note)}[/dim]", soft_wrap=True)
+    if many:
+        out.print()
+    sys.stdout.flush()
 
 
 def _unbuilt(answer, built) -> list:

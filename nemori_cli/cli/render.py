@@ -26,6 +26,12 @@ def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")
 
 
+def print_json_line(data: Any) -> None:
+    """One JSON object on one line, flushed: JSON Lines, for output a script reads as it comes."""
+    sys.stdout.write(json.dumps(data, ensure_ascii=False, default=str) + "\n")
+    sys.stdout.flush()
+
+
 def message_json(m: Message) -> dict:
     return {
         "id": m.id,

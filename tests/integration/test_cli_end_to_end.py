@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 
-from tests.integration.conftest import EXAMPLE, run_json, run_nemori
+from tests.integration.conftest import EXAMPLE, REPO, run_json, run_nemori
 
 pytestmark = pytest.mark.integration
 
@@ -66,6 +69,34 @@ def test_ask_answers_with_memories_tokens_and_timings(ingested_example):
     assert set(out["cited"]) <= behind
     assert out["tokens"]["prompt"] > 0 and out["ms"]["answer"] > 0
     assert out["abstained"] in (True, False) and out["failed"] is False
+
+
+def test_questions_on_a_pipe_are_answered_one_at_a_time_by_one_process(ingested_example):
+    """A script keeps one `ask --questions -` running: each answer comes back before the next question is written."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nemori_cli", "ask", "--questions", "-", "--json", "--db", str(ingested_example)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "NEMORI_MODEL": "tiny"},
+        cwd=REPO,
+    )
+    assert proc.stdin and proc.stdout
+    replies = []
+    try:
+        for question in ("Which company offered Sam a job?", "When did Priya go climbing?"):
+            proc.stdin.write(question.encode() + b"\n")
+            proc.stdin.flush()
+            line = proc.stdout.readline()  # blocks until this question's answer: nothing more has been asked
+            assert line, proc.stderr.read().decode() if proc.stderr else ""
+            replies.append(json.loads(line))
+        proc.stdin.close()
+        assert proc.wait(timeout=300) == 0
+    finally:
+        proc.kill()
+    assert [r["question"] for r in replies] == ["Which company offered Sam a job?", "When did Priya go climbing?"]
+    assert all(r["answer"].strip() and r["memories"] and r["failed"] is False for r in replies)
+    assert proc.stdout.read() == b""  # one line an answer, nothing else
 
 
 def test_an_exact_figure_reaches_the_answer_as_the_raw_turn(ingested_example):

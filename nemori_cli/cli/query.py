@@ -15,7 +15,7 @@ import typer
 from nemori_cli.cli import options as opt
 from nemori_cli.cli.help import examples
 from nemori_cli.cli.render import console, esc, hit_json, print_json, print_json_line, stamp
-from nemori_cli.errors import InputError
+from nemori_cli.errors import InputError, NemoriError
 
 SEARCH_EXAMPLES = examples(
     'nemori search "climbing gym"',
@@ -313,7 +313,7 @@ def ask_cmd(
 
     if (question is None) == (questions_file is None):
         raise InputError("give one QUESTION, or --questions FILE (one a line), not both and not neither")
-    asked = [_text_arg(question, "question")] if question is not None else _question_lines(questions_file or "-")
+    asked = _question_lines(questions_file) if questions_file is not None else [_text_arg(question or "", "question")]
     options = retrieval.options()
     settings = opt.settings(db_path, user, model, embedder)
     settings.answer_model = answer_model or settings.answer_model
@@ -323,7 +323,12 @@ def ask_cmd(
         for number, text in enumerate(asked):
             # The note is for the first answer only: after it the model is loaded and the head state is in memory.
             with slow_note(wanted(progress) and number == 0, "loading the answer model and reading the memory (a few seconds, once)…"):
-                answer = memory.ask(text, options=options, today=today or None)
+                try:
+                    answer = memory.ask(text, options=options, today=today or None)
+                except NemoriError as e:
+                    if questions_file is not None:  # which of many stopped the run: the answers before it are out already
+                        e.message = f"question {number + 1} ({text[:50]!r}): {e.message}"
+                    raise
             cited_episodes = memory.cited(answer) if not json_out else []  # cited through their raw turns too
             built = memory.build_state(eta=False)  # what of the history is not built into memory yet
             _show_answer(answer, cited_episodes, built, memory, options.as_of, json_out, many=questions_file is not None)
@@ -337,7 +342,13 @@ def _question_lines(source: str) -> Iterator[str]:
     """
     from pathlib import Path
 
+    if not source:
+        raise InputError("--questions needs a file name, or - for stdin")
     if source == "-":
+        if sys.stdin is None:  # started with stdin closed (<&-)
+            raise InputError("--questions -: there is no stdin to read")
+        if sys.stdin.isatty():
+            sys.stderr.write("nemori: reading questions from the terminal, one a line; Ctrl-D ends\n")
         return _lines(getattr(sys.stdin, "buffer", sys.stdin), "stdin", close=False)
     try:  # bytes, decoded a line at a time: a text reader decodes ahead, and would fail lines before the bad one
         stream = Path(source).open("rb")  # noqa: SIM115 - closed by _lines
@@ -348,13 +359,20 @@ def _question_lines(source: str) -> Iterator[str]:
 
 def _lines(stream, where: str, *, close: bool) -> Iterator[str]:
     read = asked = 0
+    lines = iter(stream)
     try:
-        for raw in stream:
-            read += 1
+        while True:
             try:
-                line = (raw.decode("utf-8") if isinstance(raw, bytes) else raw).strip()  # text: a stdin with no bytes under it
+                raw = next(lines, None)  # a text stdin (no bytes under it) decodes here
+                line = raw.decode("utf-8") if isinstance(raw, bytes) else raw
             except UnicodeDecodeError:
-                raise InputError(f"--questions {where}: line {read} is not UTF-8 text (the questions before it were answered)") from None
+                raise InputError(
+                    f"--questions {where}: line {read + 1} is not UTF-8 text (the questions before it were answered)"
+                ) from None
+            if line is None:
+                break
+            read += 1
+            line = (line.removeprefix("\ufeff") if read == 1 else line).strip()  # a byte-order mark, as editors on Windows write
             if line:
                 asked += 1
                 yield line

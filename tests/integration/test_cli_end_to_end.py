@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import subprocess
 import sys
 
@@ -71,32 +72,35 @@ def test_ask_answers_with_memories_tokens_and_timings(ingested_example):
     assert out["abstained"] in (True, False) and out["failed"] is False
 
 
-def test_questions_on_a_pipe_are_answered_one_at_a_time_by_one_process(ingested_example):
+def test_questions_on_a_pipe_are_answered_one_at_a_time_by_one_process(ingested_example, tmp_path):
     """A script keeps one `ask --questions -` running: each answer comes back before the next question is written."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "nemori_cli", "ask", "--questions", "-", "--json", "--db", str(ingested_example)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**os.environ, "NEMORI_MODEL": "tiny"},
-        cwd=REPO,
-    )
-    assert proc.stdin and proc.stdout
-    replies = []
-    try:
-        for question in ("Which company offered Sam a job?", "When did Priya go climbing?"):
-            proc.stdin.write(question.encode() + b"\n")
-            proc.stdin.flush()
-            line = proc.stdout.readline()  # blocks until this question's answer: nothing more has been asked
-            assert line, proc.stderr.read().decode() if proc.stderr else ""
-            replies.append(json.loads(line))
-        proc.stdin.close()
-        assert proc.wait(timeout=300) == 0
-    finally:
-        proc.kill()
-    assert [r["question"] for r in replies] == ["Which company offered Sam a job?", "When did Priya go climbing?"]
+    asked = ("Which company offered Sam a job?", "When did Priya go climbing?")
+    with (tmp_path / "stderr.txt").open("wb") as err:  # a file, not a pipe nobody reads: it cannot fill and stall the child
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "nemori_cli", "ask", "--questions", "-", "--json", "--db", str(ingested_example)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            env={**os.environ, "NEMORI_MODEL": "tiny"},
+            cwd=REPO,
+        )
+        assert proc.stdin and proc.stdout
+        replies = []
+        try:
+            for question in asked:
+                proc.stdin.write(question.encode() + b"\n")
+                proc.stdin.flush()
+                ready, _, _ = select.select([proc.stdout], [], [], 300)  # this question's answer, nothing more asked yet
+                assert ready, f"no answer in 300 s: {(tmp_path / 'stderr.txt').read_text()[-500:]}"
+                replies.append(json.loads(proc.stdout.readline()))
+            proc.stdin.close()
+            assert proc.wait(timeout=300) == 0, (tmp_path / "stderr.txt").read_text()[-500:]
+            rest = proc.stdout.read()
+        finally:
+            proc.kill()
+    assert [r["question"] for r in replies] == list(asked)
     assert all(r["answer"].strip() and r["memories"] and r["failed"] is False for r in replies)
-    assert proc.stdout.read() == b""  # one line an answer, nothing else
+    assert rest == b""  # one line an answer, nothing else
 
 
 def test_an_exact_figure_reaches_the_answer_as_the_raw_turn(ingested_example):

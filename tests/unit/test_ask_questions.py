@@ -64,6 +64,58 @@ def test_questions_on_stdin_and_plain_output_name_each_question(tmp_path, monkey
         assert lines[at + 1] == "the kayak"  # each question, then its answer
 
 
+def test_one_question_alone_is_still_one_pretty_printed_document(tmp_path, monkeypatch):
+    db = _memory(tmp_path, monkeypatch)
+    use_fake_answers(monkeypatch)
+    result = nemori("ask", QUESTIONS[0], "--db", db, "--user", "alice", "--json")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("{\n  ") and json.loads(result.stdout)["question"] == QUESTIONS[0]
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_question(tmp_path, monkeypatch):
+    db = _memory(tmp_path, monkeypatch)
+    use_fake_answers(monkeypatch)
+    questions = tmp_path / "q.txt"
+    questions.write_bytes(b"\xef\xbb\xbf" + QUESTIONS[0].encode() + b"\r\n")  # as an editor on Windows saves it
+    result = nemori("ask", "--questions", questions, "--db", db, "--user", "alice", "--json")
+    assert [r["question"] for r in _valid_ask_lines(result.stdout)] == [QUESTIONS[0]]
+
+
+def test_an_error_mid_run_is_one_line_naming_the_question_after_the_answers_before_it(tmp_path, monkeypatch):
+    from nemori_cli import deps
+    from nemori_cli.errors import ModelError
+    from nemori_cli.llm.base import StructuredLLM
+    from nemori_cli.llm.fake import FakeBackend
+    from tests.support.cli import run_nemori
+
+    db = _memory(tmp_path, monkeypatch)
+    use_fake_answers(monkeypatch)
+    calls = []
+
+    def answering(messages, schema):
+        calls.append(schema.get("title"))
+        if len(calls) == 2:
+            raise ModelError("the endpoint at http://127.0.0.1:9/v1 went away")
+        return {"answer": "the kayak", "sources": []}
+
+    monkeypatch.setattr(deps, "build_answer_llm", lambda settings, memory_llm=None: StructuredLLM(FakeBackend(default=answering)))
+    questions = tmp_path / "q.txt"
+    questions.write_text("\n".join(QUESTIONS) + "\n", encoding="utf-8")
+    code, out, err = run_nemori(["ask", "--questions", str(questions), "--db", str(db), "--user", "alice", "--json"], env={})
+    assert code == ModelError.exit_code
+    assert [r["question"] for r in _valid_ask_lines(out)] == [QUESTIONS[0]]
+    [line] = err.strip().splitlines()
+    assert line.startswith("nemori: error: question 2 ('Who plays the piano?'): the endpoint") and "went away" in line
+
+
+def test_an_empty_file_name_is_refused_not_read_as_stdin(tmp_path, monkeypatch):
+    db = _memory(tmp_path, monkeypatch)
+    answers = use_fake_answers(monkeypatch)
+    result = CliRunner().invoke(app, ["ask", "--questions", "", "--db", str(db), "--user", "alice"], input=QUESTIONS[0] + "\n")
+    assert isinstance(result.exception, InputError) and "needs a file name" in str(result.exception)
+    assert answers == []
+
+
 def test_one_question_and_a_file_together_or_neither_is_refused(tmp_path, monkeypatch):
     db = _memory(tmp_path, monkeypatch)
     answers = use_fake_answers(monkeypatch)

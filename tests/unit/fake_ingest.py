@@ -90,6 +90,15 @@ def isolate(monkeypatch, tmp_path: Path) -> Path:
     return cache
 
 
+def ingested(tmp_path: Path, monkeypatch, *flags: str) -> Path:
+    """A new database with conversation() ingested by the fake LLM and embedder, ``flags`` added to `ingest`."""
+    isolate(monkeypatch, tmp_path)
+    use_fakes(monkeypatch)
+    db = tmp_path / "m.db"
+    assert nemori("ingest", write_jsonl(tmp_path / "c.jsonl", conversation()), "--db", db, *flags).exit_code == 0
+    return db
+
+
 def nemori(*args: str):
     """The CLI in-process; a NemoriError comes back as result.exception."""
     return CliRunner().invoke(app, [str(a) for a in args])

@@ -4,22 +4,21 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from nemori_cli.cli.app import app
 from nemori_cli.errors import InputError
 from tests.support.schemas import REGISTRY, schema_files
-from tests.unit.fake_ingest import conversation, isolate, nemori, use_fake_answers, use_fakes, write_jsonl
+from tests.unit.fake_ingest import ingested, nemori, use_fake_answers
 
 QUESTIONS = ["What about the kayak?", "Who plays the piano?", "What grows in the garden?"]  # topics the fake conversation has
 
 
-def _memory(tmp_path, monkeypatch):
-    isolate(monkeypatch, tmp_path)
-    use_fakes(monkeypatch)
-    db = tmp_path / "m.db"
-    assert nemori("ingest", write_jsonl(tmp_path / "c.jsonl", conversation()), "--db", db, "--user", "alice").exit_code == 0
-    return db
+@pytest.fixture
+def alice(tmp_path, monkeypatch):
+    """A database with alice's conversation (built by the fake LLM), and the fake answer models `ask` builds on it."""
+    return ingested(tmp_path, monkeypatch, "--user", "alice"), use_fake_answers(monkeypatch)
 
 
 def _valid_ask_lines(stdout: str) -> list[dict]:
@@ -38,9 +37,8 @@ def _asked(backends) -> list[str]:
     return [prompt[-1]["content"] for b in backends for prompt in b.prompts_for("Answer")]
 
 
-def test_a_file_of_questions_is_answered_line_by_line_with_one_model(tmp_path, monkeypatch):
-    db = _memory(tmp_path, monkeypatch)
-    answers = use_fake_answers(monkeypatch)
+def test_a_file_of_questions_is_answered_line_by_line_with_one_model(alice, tmp_path):
+    db, answers = alice
     questions = tmp_path / "q.txt"
     questions.write_text(f"{QUESTIONS[0]}\n\n  {QUESTIONS[1]}  \n{QUESTIONS[2]}", encoding="utf-8")  # a blank line, no final newline
     result = nemori("ask", "--questions", questions, "--db", db, "--user", "alice", "--json")
@@ -53,9 +51,8 @@ def test_a_file_of_questions_is_answered_line_by_line_with_one_model(tmp_path, m
     assert len(asked) == 3 and all(q in prompt for q, prompt in zip(QUESTIONS, asked))
 
 
-def test_questions_on_stdin_and_plain_output_name_each_question(tmp_path, monkeypatch):
-    db = _memory(tmp_path, monkeypatch)
-    use_fake_answers(monkeypatch)
+def test_questions_on_stdin_and_plain_output_name_each_question(alice):
+    db, _ = alice
     result = CliRunner().invoke(app, ["ask", "--questions", "-", "--db", str(db), "--user", "alice"], input="\n".join(QUESTIONS[:2]) + "\n")
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
@@ -64,32 +61,29 @@ def test_questions_on_stdin_and_plain_output_name_each_question(tmp_path, monkey
         assert lines[at + 1] == "the kayak"  # each question, then its answer
 
 
-def test_one_question_alone_is_still_one_pretty_printed_document(tmp_path, monkeypatch):
-    db = _memory(tmp_path, monkeypatch)
-    use_fake_answers(monkeypatch)
+def test_one_question_alone_is_still_one_pretty_printed_document(alice):
+    db, _ = alice
     result = nemori("ask", QUESTIONS[0], "--db", db, "--user", "alice", "--json")
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith("{\n  ") and json.loads(result.stdout)["question"] == QUESTIONS[0]
 
 
-def test_a_byte_order_mark_is_not_part_of_the_first_question(tmp_path, monkeypatch):
-    db = _memory(tmp_path, monkeypatch)
-    use_fake_answers(monkeypatch)
+def test_a_byte_order_mark_is_not_part_of_the_first_question(alice, tmp_path):
+    db, _ = alice
     questions = tmp_path / "q.txt"
     questions.write_bytes(b"\xef\xbb\xbf" + QUESTIONS[0].encode() + b"\r\n")  # as an editor on Windows saves it
     result = nemori("ask", "--questions", questions, "--db", db, "--user", "alice", "--json")
     assert [r["question"] for r in _valid_ask_lines(result.stdout)] == [QUESTIONS[0]]
 
 
-def test_an_error_mid_run_is_one_line_naming_the_question_after_the_answers_before_it(tmp_path, monkeypatch):
+def test_an_error_mid_run_is_one_line_naming_the_question_after_the_answers_before_it(alice, tmp_path, monkeypatch):
     from nemori_cli import deps
     from nemori_cli.errors import ModelError
     from nemori_cli.llm.base import StructuredLLM
     from nemori_cli.llm.fake import FakeBackend
     from tests.support.cli import run_nemori
 
-    db = _memory(tmp_path, monkeypatch)
-    use_fake_answers(monkeypatch)
+    db, _ = alice
     calls = []
 
     def answering(messages, schema):
@@ -108,17 +102,15 @@ def test_an_error_mid_run_is_one_line_naming_the_question_after_the_answers_befo
     assert line.startswith("nemori: error: question 2 ('Who plays the piano?'): the endpoint") and "went away" in line
 
 
-def test_an_empty_file_name_is_refused_not_read_as_stdin(tmp_path, monkeypatch):
-    db = _memory(tmp_path, monkeypatch)
-    answers = use_fake_answers(monkeypatch)
+def test_an_empty_file_name_is_refused_not_read_as_stdin(alice):
+    db, answers = alice
     result = CliRunner().invoke(app, ["ask", "--questions", "", "--db", str(db), "--user", "alice"], input=QUESTIONS[0] + "\n")
     assert isinstance(result.exception, InputError) and "needs a file name" in str(result.exception)
     assert answers == []
 
 
-def test_one_question_and_a_file_together_or_neither_is_refused(tmp_path, monkeypatch):
-    db = _memory(tmp_path, monkeypatch)
-    answers = use_fake_answers(monkeypatch)
+def test_one_question_and_a_file_together_or_neither_is_refused(alice, tmp_path):
+    db, answers = alice
     questions = tmp_path / "q.txt"
     questions.write_text(QUESTIONS[0] + "\n", encoding="utf-8")
     both = nemori("ask", QUESTIONS[1], "--questions", questions, "--db", db, "--user", "alice")
@@ -128,9 +120,8 @@ def test_one_question_and_a_file_together_or_neither_is_refused(tmp_path, monkey
     assert answers == []  # refused before any model was built
 
 
-def test_a_missing_or_empty_file_is_one_error_before_any_model(tmp_path, monkeypatch):
-    db = _memory(tmp_path, monkeypatch)
-    answers = use_fake_answers(monkeypatch)
+def test_a_missing_or_empty_file_is_one_error_before_any_model(alice, tmp_path):
+    db, answers = alice
     missing = nemori("ask", "--questions", tmp_path / "nope.txt", "--db", db, "--user", "alice")
     assert isinstance(missing.exception, InputError) and "nope.txt" in str(missing.exception)
     blank = tmp_path / "blank.txt"
@@ -140,9 +131,8 @@ def test_a_missing_or_empty_file_is_one_error_before_any_model(tmp_path, monkeyp
     assert answers == []
 
 
-def test_a_line_that_is_not_utf8_stops_there_after_answering_the_lines_before(tmp_path, monkeypatch):
-    db = _memory(tmp_path, monkeypatch)
-    answers = use_fake_answers(monkeypatch)
+def test_a_line_that_is_not_utf8_stops_there_after_answering_the_lines_before(alice, tmp_path):
+    db, answers = alice
     questions = tmp_path / "q.txt"
     questions.write_bytes(QUESTIONS[0].encode() + b"\n" + b"caf\xe9?\n" + QUESTIONS[2].encode() + b"\n")
     result = nemori("ask", "--questions", questions, "--db", db, "--user", "alice", "--json")

@@ -17,7 +17,7 @@ import pytest
 from nemori_cli.api import BuildRunning
 from nemori_cli.errors import NemoriError
 from tests.conftest import REPO
-from tests.unit.fake_ingest import conversation, isolate, nemori, use_fakes, write_jsonl
+from tests.unit.fake_ingest import ingested, nemori
 
 
 @pytest.mark.parametrize("args", [["--help"], ["--version"], ["models"], ["models", "--json"], ["ingest", "--help"]])
@@ -37,11 +37,7 @@ def test_output_to_a_closed_pipe_exits_0_and_says_nothing(args):
 @pytest.fixture
 def pending(tmp_path, monkeypatch):
     """A database whose messages are stored, none built."""
-    isolate(monkeypatch, tmp_path)
-    use_fakes(monkeypatch)
-    db = tmp_path / "m.db"
-    assert nemori("ingest", write_jsonl(tmp_path / "a.jsonl", conversation()), "--db", db, "--build", "later").exit_code == 0
-    return db
+    return ingested(tmp_path, monkeypatch, "--build", "later")
 
 
 def _worker(tmp_path, monkeypatch, line: str, code: int) -> None:

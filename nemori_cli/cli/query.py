@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from enum import Enum
 from typing import Annotated, Any, cast, get_type_hints
@@ -14,6 +14,7 @@ import typer
 
 from nemori_cli.cli import options as opt
 from nemori_cli.cli.help import examples
+from nemori_cli.cli.question_lines import question_lines
 from nemori_cli.cli.render import console, esc, hit_json, print_json, print_json_line, stamp
 from nemori_cli.errors import InputError, NemoriError
 
@@ -313,7 +314,7 @@ def ask_cmd(
 
     if (question is None) == (questions_file is None):
         raise InputError("give one QUESTION, or --questions FILE (one a line), not both and not neither")
-    asked = _question_lines(questions_file) if questions_file is not None else [_text_arg(question or "", "question")]
+    asked = question_lines(questions_file) if questions_file is not None else [_text_arg(question or "", "question")]
     options = retrieval.options()
     settings = opt.settings(db_path, user, model, embedder)
     settings.answer_model = answer_model or settings.answer_model
@@ -332,55 +333,6 @@ def ask_cmd(
             cited_episodes = memory.cited(answer) if not json_out else []  # cited through their raw turns too
             built = memory.build_state(eta=False)  # what of the history is not built into memory yet
             _show_answer(answer, cited_episodes, built, memory, options.as_of, json_out, many=questions_file is not None)
-
-
-def _question_lines(source: str) -> Iterator[str]:
-    """The questions of a file (or stdin for -), one a line, blank lines skipped.
-
-    The file is opened now, so a missing one fails before any model loads; its lines are read as they are
-    answered, so a script writing to a pipe gets each answer before it writes the next question.
-    """
-    from pathlib import Path
-
-    if not source:
-        raise InputError("--questions needs a file name, or - for stdin")
-    if source == "-":
-        if sys.stdin is None:  # started with stdin closed (<&-)
-            raise InputError("--questions -: there is no stdin to read")
-        if sys.stdin.isatty():
-            sys.stderr.write("nemori: reading questions from the terminal, one a line; Ctrl-D ends\n")
-        return _lines(getattr(sys.stdin, "buffer", sys.stdin), "stdin", close=False)
-    try:  # bytes, decoded a line at a time: a text reader decodes ahead, and would fail lines before the bad one
-        stream = Path(source).open("rb")  # noqa: SIM115 - closed by _lines
-    except OSError as e:
-        raise InputError(f"--questions {source}: {e.strerror or e}") from None
-    return _lines(stream, source, close=True)
-
-
-def _lines(stream, where: str, *, close: bool) -> Iterator[str]:
-    read = asked = 0
-    lines = iter(stream)
-    try:
-        while True:
-            try:
-                raw = next(lines, None)  # a text stdin (no bytes under it) decodes here
-                line = raw.decode("utf-8") if isinstance(raw, bytes) else raw
-            except UnicodeDecodeError:
-                raise InputError(
-                    f"--questions {where}: line {read + 1} is not UTF-8 text (the questions before it were answered)"
-                ) from None
-            if line is None:
-                break
-            read += 1
-            line = (line.removeprefix("\ufeff") if read == 1 else line).strip()  # a byte-order mark, as editors on Windows write
-            if line:
-                asked += 1
-                yield line
-    finally:
-        if close:
-            stream.close()
-    if not asked:
-        raise InputError(f"--questions {where}: no questions in it (one a line)")
 
 
 def _show_answer(answer, cited_episodes, built, memory, moment, json_out: bool, *, many: bool) -> None:

@@ -83,7 +83,10 @@ def one_process(db: Path, user: str, questions: list[str]) -> list[dict]:
         began = time.perf_counter()
         proc.stdin.write(q + "\n")
         proc.stdin.flush()
-        reply = json.loads(proc.stdout.readline())
+        line = proc.stdout.readline()
+        if not line:  # the process ended: its own error line is on stderr above
+            raise SystemExit(f"fresh_ask.py: `nemori ask --questions -` stopped at {q!r} (exit {proc.wait(timeout=60)})")
+        reply = json.loads(line)
         seconds = time.perf_counter() - began
         out.append({"question": q, "seconds": round(seconds, 2), "answer": reply.get("answer"), "core": reply.get("core")})
         print(f"{seconds:6.2f} s  one process  {q[:50]!r} -> {str(reply.get('answer'))[:40]!r}")

@@ -161,6 +161,9 @@ def make(limit: int | None) -> int:
 
 
 def assemble(path: Path, samples: set[str] | None) -> int:
+    if not OUT.exists():
+        print(f"{OUT}: no records yet; run `python scripts/observation_questions.py make` first", file=sys.stderr)
+        return 2
     kept: dict[str, list[dict]] = {}
     for line in OUT.read_text().splitlines():
         r = json.loads(line)

@@ -11,16 +11,18 @@ from dataclasses import replace
 
 from nemori_cli.bench.nemori_systems import CoreNemoriSystem, UnbuiltNemoriSystem
 from nemori_cli.bench.systems import Listing
+from nemori_cli.memory.profile import DEFAULT, Profile
 from nemori_cli.retrieval.search import PROFILES
 
 OFFERED = Listing()  # bench/catalog.py registers these by name
 
 
-def _pair(suffix: str, what: str, **changed) -> None:
-    """`nemori-<suffix>` (built) and `nemori-unbuilt-<suffix>`, each its shipped row with ``changed`` search options."""
+def _pair(suffix: str, what: str, profile: Profile = DEFAULT, **changed) -> None:
+    """`nemori-<suffix>` (built) and `nemori-unbuilt-<suffix>`, each its shipped row with ``changed`` search options
+    (and, where given, another build ``profile``: its databases are then built apart, bench/nemori_systems' build_key)."""
     options = replace(PROFILES["core"], **changed)
-    OFFERED.register(CoreNemoriSystem(f"nemori-{suffix}", f"nemori {what}", options=options))
-    OFFERED.register(UnbuiltNemoriSystem(f"nemori-unbuilt-{suffix}", f"nemori-unbuilt {what}", options=options))
+    OFFERED.register(CoreNemoriSystem(f"nemori-{suffix}", f"nemori {what}", profile, options=options))
+    OFFERED.register(UnbuiltNemoriSystem(f"nemori-unbuilt-{suffix}", f"nemori-unbuilt {what}", profile, options=options))
 
 
 # Seventh round, rejected: a turn found by meaning alone anchors a window only if it says something (retrieval/anchors.py).
@@ -68,4 +70,18 @@ _pair(
     "qfirst",
     "whose short road puts the question before the memories as well as after them",
     answer_form="question-first",
+)
+# Thirteenth round: a turn's vector also reads the turn before and the turn after it (store/message_index.vectors_for).
+NEIGHBOURS = replace(DEFAULT, turn_vectors="neighbours")
+_pair(
+    "nbr",
+    "whose raw turns are each embedded as the turn alone plus the turn read with one turn before and one after, "
+    "the two vectors summed (shipped: the turn alone)",
+    NEIGHBOURS,
+)
+_pair(
+    "nbr-b1a2",
+    "with nbr's turn vectors, and one turn before each found turn and two after it on the short road",
+    NEIGHBOURS,
+    turns_before=1,
 )

@@ -44,6 +44,8 @@ class NemoriSystem(System):
         self.build_key = f"nemori-{p.memory}-{p.distill if p.facts else 'nofacts'}-{'int' if p.integrate else 'noint'}-{p.index}"
         if p.partition != "model":  # memories cut by the model keep the key they had before the choice existed
             self.build_key += f"-{p.partition}"
+        if p.turn_vectors != "turn":  # likewise for memories whose turns were embedded alone
+            self.build_key += f"-{p.turn_vectors}"
 
     def for_model(self, partition: str) -> NemoriSystem:
         """This system as `nemori ingest` builds it with a model whose preset cuts episodes by ``partition``."""
@@ -164,9 +166,13 @@ class UnbuiltNemoriSystem(CoreNemoriSystem):
     `nemori ask`'s default road over raw turns alone.
     """
 
-    def __init__(self, name: str, description: str, options: SearchOptions, *, cold: bool = True, **shape):
-        super().__init__(name, description, options=options, **shape)
+    def __init__(
+        self, name: str, description: str, profile: Profile = DEFAULT, *, options: SearchOptions, cold: bool = True, **shape
+    ):
+        super().__init__(name, description, profile, options=options, **shape)
         self.build_key = "nemori-unbuilt"  # whatever the model's partition: nothing is partitioned
+        if self.profile.turn_vectors != "turn":
+            self.build_key += f"-{self.profile.turn_vectors}"
         # No build has read the core: beyond the window `ask` answers on the short road (core_answer.COLD_CORE_TOKENS).
         # cold=False reads the core on the first question and keeps it (nemori-unbuilt-core: the road before that rule).
         self.cold = cold

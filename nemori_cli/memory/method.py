@@ -7,7 +7,7 @@ from dataclasses import replace
 from nemori_cli.errors import ConfigError
 from nemori_cli.memory import modes
 from nemori_cli.memory.mode import MemoryMode
-from nemori_cli.memory.profile import DEFAULT, DISTILL_MODES, INDEX_MODES, PARTITION_MODES, Profile, stored
+from nemori_cli.memory.profile import DEFAULT, DISTILL_MODES, INDEX_MODES, PARTITION_MODES, TURN_VECTORS, Profile, stored
 from nemori_cli.store.contract import Store
 
 
@@ -22,6 +22,7 @@ def _validate(p: Profile) -> Profile:
         (p.distill, DISTILL_MODES, "--distill"),
         (p.index, INDEX_MODES, "--index"),
         (p.partition, PARTITION_MODES, "--partition"),
+        (p.turn_vectors, TURN_VECTORS, "turn vectors"),
     ):
         if value not in allowed:
             raise ConfigError(f"{flag} {value!r}: expected one of {', '.join(allowed)}")

@@ -20,6 +20,7 @@ META_KEY = "profile"
 DISTILL_MODES = ("prediction", "direct")
 INDEX_MODES = ("narrative", "messages")
 PARTITION_MODES = ("model", "similarity")
+TURN_VECTORS = ("turn", "neighbours")  # store/message_index.vectors_for says what each is made from
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,10 @@ class Profile:
     # A database recorded before this field existed was cut by the model, hence the default here; a new
     # one takes its model preset's choice (resolve's ``new``).
     partition: str = "model"
+    # What a raw turn's search vector is made from: the turn alone, or the turn plus the turn read with its
+    # neighbours (issue 41, thirteenth round). Recorded because a memory whose turns were embedded two ways would
+    # rank them on two scales; a database recorded before this field existed embedded turns alone.
+    turn_vectors: str = "turn"
 
 
 DEFAULT = Profile(facts=True)

@@ -22,5 +22,5 @@ def store_messages(db: Store, user: str, profile: Profile, embedder: Embedder, i
         db.bind_embedder(identity(embedder), embedder.dimensions)
         record(db, profile)
         added = message_sql.insert_messages(db, user, incoming, namespace)
-        message_index.index_all(db, user, embedder.embed_documents, max_chars(embedder))
+        message_index.index_all(db, user, embedder.embed_documents, max_chars(embedder), how=profile.turn_vectors)
         return added

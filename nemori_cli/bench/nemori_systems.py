@@ -166,9 +166,7 @@ class UnbuiltNemoriSystem(CoreNemoriSystem):
     `nemori ask`'s default road over raw turns alone.
     """
 
-    def __init__(
-        self, name: str, description: str, profile: Profile = DEFAULT, *, options: SearchOptions, cold: bool = True, **shape
-    ):
+    def __init__(self, name: str, description: str, profile: Profile = DEFAULT, *, options: SearchOptions, cold: bool = True, **shape):
         super().__init__(name, description, profile, options=options, **shape)
         self.build_key = "nemori-unbuilt"  # whatever the model's partition: nothing is partitioned
         if self.profile.turn_vectors != "turn":

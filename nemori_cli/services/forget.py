@@ -38,7 +38,7 @@ def forget(session: Session, user: str, kind: ForgetKind | Literal["user"], args
     from nemori_cli.store import forget as forget_sql
 
     store = session.db
-    extra = {"reembed": lambda text: session.embedder.embed_documents([text])[0]} if kind in ("episode", "note") else {}
+    extra = _embedders(session, store) if kind in ("episode", "note") else {}
     with store.transaction(user=user):  # on PostgreSQL, after this user's ingest units in flight
         counts = getattr(forget_sql, f"forget_{kind}")(store, user, *args, **extra)
     try:
@@ -51,6 +51,21 @@ def forget(session: Session, user: str, kind: ForgetKind | Literal["user"], args
             "until it closes; run `nemori forget --scrub` then"
         )
     return counts
+
+
+def _embedders(session: Session, store) -> dict:
+    """What forgetting an episode or a note may have to embed again: notes it evolved, and the turns next to its
+    messages where the memory's turn vectors read their neighbours (memory/profile.turn_vectors)."""
+    from nemori_cli.embed.base import max_chars
+    from nemori_cli.memory import profile
+    from nemori_cli.store import message_index
+
+    extra: dict = {"reembed": lambda text: session.embedder.embed_documents([text])[0]}  # loads the model only if needed
+    how = (profile.stored(store) or profile.DEFAULT).turn_vectors
+    if how != "turn":
+        embedder = session.embedder
+        extra["turns"] = message_index.TurnVectors(embedder.embed_documents, max_chars(embedder), how)
+    return extra
 
 
 def stored(settings: Settings) -> dict[str, int]:

@@ -27,8 +27,10 @@ from collections.abc import Callable
 
 import numpy as np
 
+from nemori_cli.domain import Message
 from nemori_cli.errors import NotFound, StoreError
 from nemori_cli.store import message_index
+from nemori_cli.store import messages as message_sql
 from nemori_cli.store import notes as note_sql
 from nemori_cli.store import predictions as prediction_sql
 from nemori_cli.store.contract import Store
@@ -129,7 +131,9 @@ def _merged_into(db: Store, user: str, episode_id: int) -> int:
     return current
 
 
-def forget_episode(db: Store, user: str, episode_id: int, reembed: Reembed | None = None) -> dict[str, int]:
+def forget_episode(
+    db: Store, user: str, episode_id: int, reembed: Reembed | None = None, turns: message_index.TurnVectors | None = None
+) -> dict[str, int]:
     """Delete an episode, its merged parts, their messages, facts only they sourced,
     notes made from its facts, and the running summaries from the first one that folded it in."""
     row = db.one("SELECT id, superseded_by FROM episodes WHERE user_id = ? AND id = ?", (user, episode_id))
@@ -170,9 +174,12 @@ def forget_episode(db: Store, user: str, episode_id: int, reembed: Reembed | Non
         counts.update(_delete_notes(db, user, notes, reembed))
 
     owned = [r["id"] for r in db.query(f"SELECT id FROM messages WHERE user_id = ? AND episode_id IN ({marks})", (user, *ids))]
+    survivors = _neighbours(db, user, owned, turns)
     message_index.delete(db, owned)
     db.conn.execute(f"DELETE FROM messages WHERE user_id = ? AND episode_id IN ({marks})", (user, *ids))
     counts["messages"] = db.conn.changes()
+    if turns is not None:
+        turns.refresh(db, user, survivors)
     _delete_ids(db, "episode_fts", ids)
     db.delete_vectors("episode_vec", ids)
     prediction_sql.delete(db, ids)
@@ -226,7 +233,9 @@ def _delete_notes(db: Store, user: str, ids: list[int], reembed: Reembed | None)
     return counts
 
 
-def forget_note(db: Store, user: str, note_id: int, reembed: Reembed | None = None) -> dict[str, int]:
+def forget_note(
+    db: Store, user: str, note_id: int, reembed: Reembed | None = None, turns: message_index.TurnVectors | None = None
+) -> dict[str, int]:
     """Delete a note, its links and history, undo its evolution of others, and delete the message it was made from.
 
     The message goes too: a message without a note is pending work for
@@ -239,10 +248,22 @@ def forget_note(db: Store, user: str, note_id: int, reembed: Reembed | None = No
     counts = _delete_notes(db, user, [note_id], reembed)
     counts["messages"] = 0
     if note.message_id is not None:
+        survivors = _neighbours(db, user, [note.message_id], turns)
         message_index.delete(db, [note.message_id])
         db.conn.execute("DELETE FROM messages WHERE user_id = ? AND id = ?", (user, note.message_id))
         counts["messages"] = db.conn.changes()
+        if turns is not None:
+            turns.refresh(db, user, survivors)
     return counts
+
+
+def _neighbours(db: Store, user: str, message_ids: list[int], turns: message_index.TurnVectors | None) -> list[Message]:
+    """The surviving turns next to messages about to be forgotten, when their vectors read their neighbours:
+    those vectors hold the forgotten words in another form, so they are made again once the messages are gone."""
+    if turns is None or turns.how == "turn" or not message_ids:
+        return []
+    doomed = list(message_sql.by_ids(db, user, message_ids).values())
+    return message_index.neighbours_of(db, user, doomed)
 
 
 def forget_fact(db: Store, user: str, fact_id: int) -> dict[str, int]:

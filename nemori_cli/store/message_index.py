@@ -11,6 +11,7 @@ is indexed on its next ingest.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import numpy as np
@@ -60,7 +61,9 @@ def index_all(db: Store, user: str, embed: Callable[[list[str]], np.ndarray], ma
     return done
 
 
-def vectors_for(db: Store, user: str, messages: list[Message], embed: Callable[[list[str]], np.ndarray], limit: int, how: str) -> np.ndarray:
+def vectors_for(
+    db: Store, user: str, messages: list[Message], embed: Callable[[list[str]], np.ndarray], limit: int, how: str
+) -> np.ndarray:
     """The search vectors of ``messages``: ``how`` is the profile's turn_vectors (memory/profile.TURN_VECTORS).
 
     "turn": the turn alone (``embedding_text``). "neighbours": the turn alone plus the turn read with one turn
@@ -75,7 +78,28 @@ def vectors_for(db: Store, user: str, messages: list[Message], embed: Callable[[
     windows = around(db, user, messages, 1)
     read_together = embed(["\n".join(embedding_text(t, limit) for t in windows[m.id])[:limit] for m in messages])
     mixed = np.asarray(alone, dtype=np.float32) + np.asarray(read_together, dtype=np.float32)
-    return mixed / np.maximum(np.linalg.norm(mixed, axis=1, keepdims=True), 1e-12)
+    unit: np.ndarray = mixed / np.maximum(np.linalg.norm(mixed, axis=1, keepdims=True), 1e-12)
+    return unit
+
+
+@dataclass(frozen=True)
+class TurnVectors:
+    """How to make a turn's vector again after its neighbours changed (forgetting a turn): the embedder, the
+    characters it reads, and the profile's turn_vectors."""
+
+    embed: Callable[[list[str]], np.ndarray]
+    limit: int
+    how: str
+
+    def refresh(self, db: Store, user: str, messages: list[Message]) -> None:
+        """``messages``' vectors made again where they read their neighbours; a turn embedded alone is unchanged."""
+        if self.how != "turn":
+            reembed(db, user, _indexed(db, messages), self.embed, self.limit, self.how)
+
+
+def neighbours_of(db: Store, user: str, messages: list[Message]) -> list[Message]:
+    """The turns just before and just after each of ``messages`` in its session, not among them (read before they go)."""
+    return _neighbours(db, user, messages)
 
 
 def reembed(db: Store, user: str, messages: list[Message], embed: Callable[[list[str]], np.ndarray], limit: int, how: str) -> None:

@@ -37,14 +37,18 @@ from nemori_cli.dates import spell_iso_dates
 
 
 def scores(folders: list[Path], units: set[str] | None, respell: bool = False) -> dict[str, dict[tuple[str, str], float]]:
-    """system -> (unit, qid) -> set F1; a later folder's record of the same key wins."""
+    """system -> (unit, question) -> set F1; a later folder's record of the same question wins.
+
+    A question is its id and its text: two question files for one conversation (LoCoMo's and the observation
+    set) both number theirs from 0, and pooling them must not take one for the other.
+    """
     out: dict[str, dict[tuple[str, str], float]] = {}
     for folder in folders:
         for line in (folder / "results.jsonl").read_text().splitlines():
             r = json.loads(line)
             if r.get("kind") != "answer" or (units and r["unit"] not in units):
                 continue
-            key = (r["unit"], str(r["qid"]))
+            key = (r["unit"], f"{r['qid']}\x1f{r.get('question', '')}")
             out.setdefault(r["system"], {})[key] = float(r["set_f1"])
             if respell and not r.get("failed"):
                 said = spell_iso_dates(r["answer"])  # unchanged: the recorded score stands (bench scores may differ in kind)

@@ -27,7 +27,7 @@ from nemori_cli.store import messages as message_sql
 from nemori_cli.store.sqlite import SqliteStore
 
 
-def _store(path: Path, messages, embedder, with_index: bool) -> float:
+def _store(path: Path, messages, embedder, with_index: bool, how: str = "turn") -> float:
     db = SqliteStore(path)
     try:
         started = time.perf_counter()
@@ -35,7 +35,7 @@ def _store(path: Path, messages, embedder, with_index: bool) -> float:
             db.bind_embedder(identity(embedder), embedder.dimensions)
             message_sql.insert_messages(db, "u", messages)
             if with_index:
-                message_index.index_all(db, "u", embedder.embed_documents, max_chars(embedder))
+                message_index.index_all(db, "u", embedder.embed_documents, max_chars(embedder), how=how)
         return time.perf_counter() - started
     finally:
         db.close()
@@ -54,18 +54,24 @@ def main() -> None:
     unit = units(args.file, [args.sample], None, None, adversarial=False)[0]
     embedder = deps.build_embedder(Settings.from_env())
     embedder.embed_documents(["warm up"])
-    times = {"without": [], "with": []}
+    # "with": turns embedded alone (the default); "with neighbours": turn_vectors "neighbours" (docs/BEYOND.md, thirteenth round).
+    times: dict[str, list[float]] = {"without": [], "with": [], "with neighbours": []}
     for _ in range(args.repeat):
-        for setting in ("without", "with"):
+        for setting in times:
             with tempfile.TemporaryDirectory() as tmp:
-                times[setting].append(_store(Path(tmp) / "m.db", unit.messages, embedder, setting == "with"))
+                how = "neighbours" if setting == "with neighbours" else "turn"
+                times[setting].append(_store(Path(tmp) / "m.db", unit.messages, embedder, setting != "without", how))
     without, with_index = statistics.median(times["without"]), statistics.median(times["with"])
+    with_neighbours = statistics.median(times["with neighbours"])
     result = {
         "sample": args.sample,
         "messages": len(unit.messages),
         "store_s": round(without, 3),
         "store_and_index_s": round(with_index, 3),
+        "store_and_index_neighbours_s": round(with_neighbours, 3),
         "index_ms_per_message": round((with_index - without) * 1000 / len(unit.messages), 2),
+        "index_neighbours_ms_per_message": round((with_neighbours - without) * 1000 / len(unit.messages), 2),
+        "neighbours_over_turn": round((with_neighbours - without) / max(1e-9, with_index - without), 2),
         "runs": times,
     }
     if args.ingest_record:

@@ -98,6 +98,7 @@ class _Probe:
             return None
 
     def _partition(self):
+        from nemori_cli.memory.profile import DEFAULT
         from nemori_cli.pipeline.partition import partition
         from nemori_cli.store import message_index
         from nemori_cli.store import messages as message_sql
@@ -105,8 +106,9 @@ class _Probe:
         with self.db.transaction():
             self.db.bind_embedder(identity(self.embedder), self.embedder.dimensions)
             message_sql.insert_messages(self.db, sample.USER, sample.messages())
-            # As ingest does: ask reads raw turns.
-            message_index.index_all(self.db, sample.USER, self.embedder.embed_documents, max_chars(self.embedder))
+            # As ingest does for a new memory: ask reads raw turns.
+            how = DEFAULT.turn_vectors
+            message_index.index_all(self.db, sample.USER, self.embedder.embed_documents, max_chars(self.embedder), how=how)
         return partition(message_sql.pending(self.db, sample.USER), self.llm, self.embedder)
 
     def _narrate(self, groups) -> list[tuple[int, Any, Any, Any]]:

@@ -58,7 +58,8 @@ class Amem(MemoryMode):
     reads_core = False
 
     def normalise(self, profile: Profile) -> Profile:
-        return type(profile)(memory=self.name)  # no episodes, so no episode flag applies
+        # No episodes, so no episode flag applies; its raw turns are indexed like any memory's.
+        return type(profile)(memory=self.name, turn_vectors=profile.turn_vectors)
 
     def flags(self, profile: Profile) -> list[str]:
         return [f"--memory {self.name}"]

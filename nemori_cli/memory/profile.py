@@ -54,6 +54,11 @@ def stored(db: Store) -> Profile | None:
     return Profile(**{k: v for k, v in data.items() if k in known})
 
 
+def turn_vectors(db: Store) -> str:
+    """What this memory's raw turns' vectors read (Profile.turn_vectors); "turn" before its first ingest."""
+    return (stored(db) or Profile()).turn_vectors
+
+
 def record(db: Store, profile: Profile) -> None:
     """Store the profile (caller holds the transaction); a no-op when it is already there."""
     if stored(db) != profile:

@@ -20,6 +20,7 @@ from nemori_cli.domain import Episode, Hit, to_epoch
 from nemori_cli.embed.base import Embedder
 from nemori_cli.memory.method import mode_of
 from nemori_cli.memory.mode import MemoryMode
+from nemori_cli.memory.profile import turn_vectors
 from nemori_cli.retrieval import anchors, budget, fact_turns, question_dates
 from nemori_cli.store import episodes as episode_sql
 from nemori_cli.store import facts as fact_sql
@@ -207,8 +208,11 @@ def _message_hits(db: Store, user: str, query: str, query_vector, options: Searc
 
     ``voted``: turns the question's facts point at, best first, fused as a third list beside meaning and words.
     """
+    reads_after = options.as_of is not None and turn_vectors(db) != "turn"  # an as-of search must not rank by later words
     vector_hits = (
-        message_index.vector_search(db, user, query_vector, options.candidates, as_of=options.as_of) if query_vector is not None else []
+        message_index.vector_search(db, user, query_vector, options.candidates, as_of=options.as_of, reads_after=reads_after)
+        if query_vector is not None
+        else []
     )
     text_hits = (
         message_index.text_search(db, user, query, options.candidates, as_of=options.as_of) if options.mode in ("hybrid", "text") else []
@@ -216,7 +220,7 @@ def _message_hits(db: Store, user: str, query: str, query_vector, options: Searc
     lists, weights = [[i for i, _ in vector_hits], [i for i, _ in text_hits]], [1.0, options.text_weight]
     if voted:
         lists, weights = [*lists, list(voted)], [*weights, 1.0]
-    dated = _dated_turns(db, user, query, query_vector, options) if options.date_vote and query_vector is not None else []
+    dated = _dated_turns(db, user, query, query_vector, options, reads_after) if options.date_vote and query_vector is not None else []
     if dated:
         lists, weights = [*lists, dated], [*weights, options.date_vote]
     wide = len(vector_hits) + len(text_hits) + len(voted) + len(dated) if options.anchor_words else options.messages  # room to drop some
@@ -256,13 +260,16 @@ def _message_hits(db: Store, user: str, query: str, query_vector, options: Searc
     return hits
 
 
-def _dated_turns(db: Store, user: str, query: str, query_vector, options: SearchOptions) -> list[int]:
+def _dated_turns(db: Store, user: str, query: str, query_vector, options: SearchOptions, reads_after: bool) -> list[int]:
     """The turns said around the days the question names, best match first; none when it names no day."""
     named = question_dates.named_dates(query)
     if not named:
         return []  # no day named: not even the memory's years are looked up
     spans = question_dates.spans_of(named, message_index.years(db, user))
-    return [i for i, _ in message_index.vector_search_between(db, user, query_vector, options.candidates, spans, as_of=options.as_of)]
+    found = message_index.vector_search_between(
+        db, user, query_vector, options.candidates, spans, as_of=options.as_of, reads_after=reads_after
+    )
+    return [i for i, _ in found]
 
 
 def _note_hits(db: Store, user: str, query: str, query_vector, options: SearchOptions) -> list[Hit]:

@@ -183,6 +183,9 @@ def search_options(
     if unknown:
         raise ConfigError(f"unknown search option {', '.join(unknown)}; expected some of {', '.join(SearchOptions.__dataclass_fields__)}")
     options = replace(options, **overrides)
+    if "turns" in overrides and "turns_before" not in overrides:
+        # `--turns N` asks for N turns either side; the profile's own count before a found turn is for its own N.
+        options = replace(options, turns_before=-1)
     if "facts" in overrides and "facts_beyond" not in overrides:
         # Facts asked for by number are read beyond the window too, where `ask` otherwise reads raw turns alone.
         options = replace(options, facts_beyond=bool(overrides["facts"]))

@@ -60,12 +60,12 @@ def _embedders(session: Session, store) -> dict:
     from nemori_cli.memory import profile
     from nemori_cli.store import message_index
 
-    extra: dict = {"reembed": lambda text: session.embedder.embed_documents([text])[0]}  # loads the model only if needed
-    how = (profile.stored(store) or profile.DEFAULT).turn_vectors
-    if how != "turn":
-        embedder = session.embedder
-        extra["turns"] = message_index.TurnVectors(embedder.embed_documents, max_chars(embedder), how)
-    return extra
+    # Each loads the model only when it is called: forgetting what holds nothing to embed again needs none.
+    how = (profile.stored(store) or profile.Profile()).turn_vectors
+    return {
+        "reembed": lambda text: session.embedder.embed_documents([text])[0],
+        "turns": message_index.TurnVectors(lambda texts: session.embedder.embed_documents(texts), lambda: max_chars(session.embedder), how),
+    }
 
 
 def stored(settings: Settings) -> dict[str, int]:

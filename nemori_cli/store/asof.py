@@ -62,6 +62,19 @@ def messages(user: str, as_of: datetime) -> Within:
     return Within("SELECT id FROM messages WHERE user_id = ? AND ts_epoch <= ?", (user, epoch(as_of)))
 
 
+def messages_and_next(user: str, as_of: datetime) -> Within:
+    """Messages said by then whose next message in their session was said by then too, or that have none yet then
+    or ever: what a vector that reads the turn after (turn_vectors "neighbours") may be ranked on."""
+    t = epoch(as_of)
+    same = "(s.session = m.session OR (s.session IS NULL AND m.session IS NULL))"  # null-safe on both engines
+    later = f"FROM messages s WHERE s.user_id = m.user_id AND {same} AND (s.ts_epoch, s.id) > (m.ts_epoch, m.id)"
+    return Within(
+        f"SELECT m.id FROM messages m WHERE m.user_id = ? AND m.ts_epoch <= ?"
+        f" AND (EXISTS (SELECT 1 {later} AND s.ts_epoch <= ?) OR NOT EXISTS (SELECT 1 {later}))",
+        (user, t, t),
+    )
+
+
 def notes(user: str, as_of: datetime) -> Within:
     return Within(
         "SELECT n.id FROM notes n LEFT JOIN episodes e ON e.id = n.episode_id"

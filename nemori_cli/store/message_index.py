@@ -50,36 +50,64 @@ def index_all(db: Store, user: str, embed: Callable[[list[str]], np.ndarray], ma
     """Index every message of the user that has no index rows yet, its vector made as ``how`` says (vectors_for). Caller holds the transaction.
 
     With ``how="neighbours"`` a turn's vector reads the turns around it, so a message added next to turns
-    indexed earlier (the next line of a chat, ingested tomorrow) changes theirs: they are embedded again.
+    indexed earlier (the next line of a chat, ingested tomorrow; an older line imported late) changes theirs:
+    they are embedded again.
     """
     done = 0
     while batch := unindexed(db, user, BATCH):
-        add(db, user, batch, vectors_for(db, user, batch, embed, max_chars, how))
-        if how == "neighbours":
-            reembed(db, user, _indexed(db, _neighbours(db, user, batch)), embed, max_chars, how)
+        windows = around(db, user, batch, 1) if how != "turn" else {}
+        add(db, user, batch, vectors_for(db, user, batch, embed, max_chars, how, windows))
+        if how != "turn":
+            reembed(db, user, _indexed(db, _outside(batch, windows)), embed, max_chars, how)
         done += len(batch)
     return done
 
 
 def vectors_for(
-    db: Store, user: str, messages: list[Message], embed: Callable[[list[str]], np.ndarray], limit: int, how: str
+    db: Store,
+    user: str,
+    messages: list[Message],
+    embed: Callable[[list[str]], np.ndarray],
+    limit: int,
+    how: str,
+    windows: dict[int, list[Message]] | None = None,
 ) -> np.ndarray:
     """The search vectors of ``messages``: ``how`` is the profile's turn_vectors (memory/profile.TURN_VECTORS).
 
     "turn": the turn alone (``embedding_text``). "neighbours": the turn alone plus the turn read with one turn
     before and one after it in its session, the two vectors summed and normalised. A line such as "Yeah, it's
     special to me." says what it is about only with the question it answers; the sum keeps the turn's own
-    words ranked as they were while the neighbours add what it is about (on the 561 read dev questions, 450
-    tokens: 65.3% of the evidence against 62.2%, docs/BEYOND.md, twelfth round).
+    words ranked as they were while the neighbours add what it is about (docs/BEYOND.md, thirteenth round).
+    ``windows``: each message's window (``around(..., 1)``), when the caller has it already.
     """
     alone = embed([embedding_text(m, limit) for m in messages])
     if how == "turn" or not messages:
         return alone
-    windows = around(db, user, messages, 1)
-    read_together = embed(["\n".join(embedding_text(t, limit) for t in windows[m.id])[:limit] for m in messages])
+    windows = windows if windows is not None else around(db, user, messages, 1)
+    read_together = embed([window_text(windows[m.id], m, limit) for m in messages])
     mixed = np.asarray(alone, dtype=np.float32) + np.asarray(read_together, dtype=np.float32)
     unit: np.ndarray = mixed / np.maximum(np.linalg.norm(mixed, axis=1, keepdims=True), 1e-12)
     return unit
+
+
+def window_text(window: list[Message], turn: Message, limit: int) -> str:
+    """A turn with its neighbours, one line each, in at most ``limit`` characters, the turn itself always whole.
+
+    When all of it fits (nearly every chat turn) it is the lines as they are; otherwise the turn keeps its
+    own ``embedding_text`` and the neighbours share what is left, the one before cut from its start (its end
+    is what the turn answers), the one after cut at its end.
+    """
+    lines = [embedding_text(t, limit) for t in window]
+    joined = "\n".join(lines)
+    if len(joined) <= limit:
+        return joined
+    at = next(i for i, t in enumerate(window) if t.id == turn.id)
+    own, before, after = lines[at], lines[:at], lines[at + 1 :]
+    room = max(0, limit - len(own) - len(before) - len(after))  # one newline for each neighbour
+    share = room // max(1, len(before) + len(after))
+    if not share:
+        return own
+    return "\n".join([*(b[-share:] for b in before), own, *(a[:share] for a in after)])
 
 
 @dataclass(frozen=True)
@@ -88,18 +116,18 @@ class TurnVectors:
     characters it reads, and the profile's turn_vectors."""
 
     embed: Callable[[list[str]], np.ndarray]
-    limit: int
+    limit: Callable[[], int]  # called only when a vector is made: the embedder loads then, not before
     how: str
 
     def refresh(self, db: Store, user: str, messages: list[Message]) -> None:
         """``messages``' vectors made again where they read their neighbours; a turn embedded alone is unchanged."""
-        if self.how != "turn":
-            reembed(db, user, _indexed(db, messages), self.embed, self.limit, self.how)
+        if self.how != "turn" and (indexed := _indexed(db, messages)):
+            reembed(db, user, indexed, self.embed, self.limit(), self.how)
 
 
 def neighbours_of(db: Store, user: str, messages: list[Message]) -> list[Message]:
     """The turns just before and just after each of ``messages`` in its session, not among them (read before they go)."""
-    return _neighbours(db, user, messages)
+    return _outside(messages, around(db, user, messages, 1))
 
 
 def reembed(db: Store, user: str, messages: list[Message], embed: Callable[[list[str]], np.ndarray], limit: int, how: str) -> None:
@@ -112,10 +140,10 @@ def reembed(db: Store, user: str, messages: list[Message], embed: Callable[[list
         db.insert_vector("message_vec", m.id, user, np.asarray(v, dtype=np.float32).tobytes())
 
 
-def _neighbours(db: Store, user: str, messages: list[Message]) -> list[Message]:
-    """The turns just before and just after each of ``messages`` in its session, not among them."""
+def _outside(messages: list[Message], windows: dict[int, list[Message]]) -> list[Message]:
+    """The messages of ``windows`` that are not among ``messages``: their neighbours."""
     own = {m.id for m in messages}
-    found = {t.id: t for window in around(db, user, messages, 1).values() for t in window if t.id not in own}
+    found = {t.id: t for window in windows.values() for t in window if t.id not in own}
     return list(found.values())
 
 
@@ -150,19 +178,38 @@ def count(db: Store, user: str) -> int:
     return int(row["n"]) if row else 0
 
 
-def vector_search(db: Store, user: str, query: np.ndarray, k: int, *, as_of: datetime | None = None) -> list[tuple[int, float]]:
-    """(message id, cosine similarity), best first; with ``as_of``, only messages said by then."""
-    return index.vector_search(db, "message_vec", user, query, k, asof.messages(user, as_of) if as_of else None)
+def vector_search(
+    db: Store, user: str, query: np.ndarray, k: int, *, as_of: datetime | None = None, reads_after: bool = False
+) -> list[tuple[int, float]]:
+    """(message id, cosine similarity), best first; with ``as_of``, only messages said by then.
+
+    ``reads_after``: the vectors read the turn after (turn_vectors "neighbours"), so with ``as_of`` a turn whose
+    next line was said later is left out: its vector holds words the memory did not have then (it can still be
+    found by its words, and shown beside a turn found).
+    """
+    return index.vector_search(db, "message_vec", user, query, k, _said_by(user, as_of, reads_after) if as_of else None)
+
+
+def _said_by(user: str, as_of: datetime, reads_after: bool) -> asof.Within:
+    return asof.messages_and_next(user, as_of) if reads_after else asof.messages(user, as_of)
 
 
 def vector_search_between(
-    db: Store, user: str, query: np.ndarray, k: int, spans: list[tuple[float, float]], *, as_of: datetime | None = None
+    db: Store,
+    user: str,
+    query: np.ndarray,
+    k: int,
+    spans: list[tuple[float, float]],
+    *,
+    as_of: datetime | None = None,
+    reads_after: bool = False,
 ) -> list[tuple[int, float]]:
     """(message id, cosine similarity), best first, among the messages said inside ``spans`` (epoch seconds, inclusive)."""
     if not spans:
         return []
     inside = " OR ".join("ts_epoch BETWEEN ? AND ?" for _ in spans)
-    until, bound = (" AND ts_epoch <= ?", (asof.epoch(as_of),)) if as_of else ("", ())
+    said = _said_by(user, as_of, reads_after) if as_of else None
+    until, bound = (f" AND id IN ({said.sql})", said.params) if said else ("", ())
     within = asof.Within(
         f"SELECT id FROM messages WHERE user_id = ? AND ({inside}){until}", (user, *(t for span in spans for t in span), *bound)
     )

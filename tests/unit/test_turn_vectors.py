@@ -47,6 +47,7 @@ def _ids(db, user: str) -> dict[str, int]:
     return {m.content: m.id for m in message_sql.all_messages(db, user)}
 
 
+LINES = ("Ann: I adopted a puppy last week", "Bob: Yeah, it's special to me.", "Ann: We named him Biscuit")  # CHAT as embedded
 CHAT = [
     _said(0, "Ann", "I adopted a puppy last week"),
     _said(1, "Bob", "Yeah, it's special to me."),
@@ -57,13 +58,7 @@ CHAT = [
 def test_neighbours_vector_reads_the_turn_before_and_after_in_its_session(db, llm, embedder):
     Pipeline(db, "u", llm, embedder, profile=NEIGHBOURS).add_messages([*CHAT, _said(3, "Cy", "Unrelated other chat", session="s2")])
     ids = _ids(db, "u")
-    middle = _expected(
-        embedder,
-        "Ann: I adopted a puppy last week",
-        "Bob: Yeah, it's special to me.",
-        "Ann: We named him Biscuit",
-        own="Bob: Yeah, it's special to me.",
-    )
+    middle = _expected(embedder, *LINES, own=LINES[1])
     assert _stored_similarity(db, "u", middle, ids["Yeah, it's special to me."]) == pytest.approx(1.0, abs=1e-5)
     # The last turn of s1 has nothing after it; s2's turn, said after it, is another session's and is not read.
     last = _expected(embedder, "Bob: Yeah, it's special to me.", "Ann: We named him Biscuit", own="Ann: We named him Biscuit")
@@ -87,13 +82,7 @@ def test_a_turn_said_later_makes_its_neighbours_vector_again(db, llm, embedder):
     assert _stored_similarity(db, "u", before, ids["Yeah, it's special to me."]) == pytest.approx(1.0, abs=1e-5)
 
     pipeline.add_messages(CHAT[2:])  # the next ingest: the reply arrives
-    after = _expected(
-        embedder,
-        "Ann: I adopted a puppy last week",
-        "Bob: Yeah, it's special to me.",
-        "Ann: We named him Biscuit",
-        own="Bob: Yeah, it's special to me.",
-    )
+    after = _expected(embedder, *LINES, own=LINES[1])
     assert _stored_similarity(db, "u", after, ids["Yeah, it's special to me."]) == pytest.approx(1.0, abs=1e-5)
     assert db.one("SELECT count(*) AS n FROM message_fts WHERE user_id = 'u'")["n"] == 3  # text rows not doubled
 
@@ -125,13 +114,7 @@ def test_forgetting_a_turn_takes_its_words_out_of_the_neighbours_vectors(db, llm
     survivor = ids["Yeah, it's special to me."]
     now = _expected(embedder, "Bob: Yeah, it's special to me.", "Ann: We named him Biscuit", own="Bob: Yeah, it's special to me.")
     assert _stored_similarity(db, "u", now, survivor) == pytest.approx(1.0, abs=1e-5)
-    old = _expected(
-        embedder,
-        "Ann: I adopted a puppy last week",
-        "Bob: Yeah, it's special to me.",
-        "Ann: We named him Biscuit",
-        own="Bob: Yeah, it's special to me.",
-    )
+    old = _expected(embedder, *LINES, own=LINES[1])
     assert _stored_similarity(db, "u", old, survivor) < 0.99
 
 

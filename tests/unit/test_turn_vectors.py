@@ -204,3 +204,28 @@ def test_turns_asked_for_by_number_are_that_many_either_side():
 def test_an_amem_memory_keeps_its_turn_vectors(db, how):
     profile = method.resolve(db, {"memory": "amem", "turn_vectors": how})
     assert (profile.memory, profile.turn_vectors) == ("amem", how)
+
+
+def test_forgetting_a_note_takes_its_message_out_of_the_neighbours_vectors(db, llm, embedder):
+    from nemori_cli.store import notes as note_sql
+
+    Pipeline(db, "u", llm, embedder, profile=Profile(memory="amem", turn_vectors="neighbours")).add_messages(CHAT)
+    ids = _ids(db, "u")
+    with db.transaction():
+        note = note_sql.add(
+            db,
+            "u",
+            content="I adopted a puppy last week",
+            ts=datetime(2024, 3, 1, 9, 0),
+            keywords=["puppy"],
+            tags=[],
+            context="",
+            embedding=embedder.embed_query("puppy"),
+            message_id=ids["I adopted a puppy last week"],
+        )
+    turns = message_index.TurnVectors(embedder.embed_documents, lambda: max_chars(embedder), "neighbours")
+    with db.transaction():
+        counts = forget.forget_note(db, "u", note, turns=turns)
+    assert counts["messages"] == 1
+    now = _expected(embedder, *LINES[1:], own=LINES[1])
+    assert _stored_similarity(db, "u", now, ids["Yeah, it's special to me."]) == pytest.approx(1.0, abs=1e-5)

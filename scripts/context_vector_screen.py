@@ -84,7 +84,7 @@ def main() -> int:
                 variants[f"turn alone + with {before} before, {after} after"] = mixed / np.linalg.norm(mixed, axis=1, keepdims=True)
 
             def brute(vectors: np.ndarray, ids: np.ndarray) -> Callable[..., list[tuple[int, float]]]:
-                def vector_search(db, user, query, k, *, as_of=None):  # noqa: ARG001 - the shipped signature
+                def vector_search(db, user, query, k, *, as_of=None, reads_after=False):  # noqa: ARG001 - the shipped signature
                     scores = vectors @ np.asarray(query, dtype=np.float32)
                     best = np.argsort(-scores)[:k]
                     return [(int(ids[i]), float(scores[i])) for i in best]

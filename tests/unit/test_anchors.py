@@ -62,8 +62,10 @@ def test_search_with_an_anchor_bar_drops_only_lines_found_by_meaning_alone_that_
     assert len(junk) == 2
     found_by_meaning = message_index.vector_search
 
-    def farewells_first(db_, user, query, k, *, as_of=None):  # MiniLM puts short lines near any question
-        return [(i, 0.9) for i in junk] + [hit for hit in found_by_meaning(db_, user, query, k, as_of=as_of) if hit[0] not in junk]
+    def farewells_first(db_, user, query, k, *, as_of=None, reads_after=False):  # MiniLM puts short lines near any question
+        return [(i, 0.9) for i in junk] + [
+            hit for hit in found_by_meaning(db_, user, query, k, as_of=as_of, reads_after=reads_after) if hit[0] not in junk
+        ]
 
     monkeypatch.setattr(message_index, "vector_search", farewells_first)
     options = replace(PROFILES["budget"], facts=0, budget=0)

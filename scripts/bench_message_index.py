@@ -1,4 +1,5 @@
-"""What indexing the raw messages costs at ingest: storing a LoCoMo conversation with and without the index.
+"""What indexing the raw messages costs at ingest: storing a LoCoMo conversation without the index, with it (each
+turn embedded alone), and with turn vectors that read their neighbours (memory/profile.Profile.turn_vectors).
 
     .venv/bin/python scripts/bench_message_index.py ../shared/data/locomo/locomo-dev.json --sample conv-26 --out docs/bench/message-index.json
 

@@ -208,8 +208,11 @@ def vector_search_between(
     if not spans:
         return []
     inside = " OR ".join("ts_epoch BETWEEN ? AND ?" for _ in spans)
-    said = _said_by(user, as_of, reads_after) if as_of else None
-    until, bound = (f" AND id IN ({said.sql})", said.params) if said else ("", ())
+    until: str = " AND ts_epoch <= ?" if as_of else ""
+    bound: tuple[str | float, ...] = (asof.epoch(as_of),) if as_of else ()
+    if as_of and reads_after:  # only then is "said by then" not enough (vector_search)
+        said = asof.messages_and_next(user, as_of)
+        until, bound = f" AND id IN ({said.sql})", said.params
     within = asof.Within(
         f"SELECT id FROM messages WHERE user_id = ? AND ({inside}){until}", (user, *(t for span in spans for t in span), *bound)
     )

@@ -192,9 +192,15 @@ def test_an_unknown_turn_vector_kind_is_refused(db):
         method.resolve(db, {"turn_vectors": "sideways"})
 
 
-def test_turns_asked_for_by_number_are_that_many_either_side():
+def test_turns_asked_for_by_number_are_that_many_either_side(monkeypatch):
+    from dataclasses import replace
+
+    from nemori_cli.retrieval.search import PROFILES
     from nemori_cli.services.answer import search_options
 
+    # A profile with its own count before a found turn (the bench's b1a2 rows; none that `ask` ships today).
+    monkeypatch.setitem(PROFILES, "core", replace(PROFILES["core"], turns=2, turns_before=1))
+    assert search_options("core", None, {}).turns_before == 1
     asked = search_options("core", None, {"turns": 3})
     assert (asked.turns, asked.turns_before) == (3, -1)  # -1: as many before as after
     assert search_options("core", None, {"turns": 3, "turns_before": 0}).turns_before == 0
@@ -229,3 +235,17 @@ def test_forgetting_a_note_takes_its_message_out_of_the_neighbours_vectors(db, l
     assert counts["messages"] == 1
     now = _expected(embedder, *LINES[1:], own=LINES[1])
     assert _stored_similarity(db, "u", now, ids["Yeah, it's special to me."]) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_the_days_a_question_names_follow_the_same_as_of_rule(db, llm, embedder):
+    from nemori_cli.domain import to_epoch
+
+    Pipeline(db, "u", llm, embedder, profile=NEIGHBOURS).add_messages(CHAT)
+    ids = _ids(db, "u")
+    cutoff = datetime(2024, 3, 1, 9, 1, 30)
+    day = [(to_epoch(datetime(2024, 3, 1)), to_epoch(datetime(2024, 3, 2)))]
+    query = embedder.embed_query("puppy")
+    ranked = message_index.vector_search_between(db, "u", query, 10, day, as_of=cutoff, reads_after=True)
+    assert {i for i, _ in ranked} == {ids["I adopted a puppy last week"]}
+    plain = message_index.vector_search_between(db, "u", query, 10, day, as_of=cutoff)
+    assert {i for i, _ in plain} == {ids["I adopted a puppy last week"], ids["Yeah, it's special to me."]}

@@ -33,7 +33,10 @@ from tests.conftest import REPO
 from tests.support.fault_server import FaultServer
 from tests.unit.fake_ingest import answer, conversation, isolate, write_jsonl
 
-TIMEOUT = 0.4  # seconds: the read timeout every test preset and backend gets
+TIMEOUT = 0.4  # seconds: the read timeout of a backend or preset whose server may hang
+# A preset whose server never hangs gets room: a loaded CI machine once took more than 0.4 s to
+# answer a healthy GET /models, and the fixture's build failed (stop 56).
+ROOMY = 10.0
 CHAT = [{"role": "user", "content": "Reply, please."}]
 STAGE = Stage("probe", 64)
 
@@ -256,7 +259,7 @@ class Cli:
         self.chat = write_jsonl(tmp_path / "chat.jsonl", conversation())  # 16 messages, 4 topics a day apart
         self.embedders_built = 0
 
-    def use(self, url: str, *, timeout: float = TIMEOUT) -> None:
+    def use(self, url: str, *, timeout: float = ROOMY) -> None:
         presets = self.tmp_path / "models.toml"
         presets.write_text(
             f'[llm.faulty]\nkind = "openai"\nbase_url = "{url}"\nmodel = "fault-model"\ntimeout = {timeout}\nconnect_timeout = {timeout}\n'
@@ -376,7 +379,7 @@ def test_after_the_endpoint_recovers_the_same_ingest_resumes(cli):
 )
 def test_an_endpoint_failing_mid_run_stops_ingest_resumable_and_logged(cli, fault, says):
     with FaultServer(default=fault, hang_s=2, answer=answer) as server:
-        cli.use(server.url)
+        cli.use(server.url, timeout=TIMEOUT)
         run = cli.ingest()
     line = run.one_line()
     assert run.code == 3 and says in line and "16 messages are pending and nothing is lost" in line
@@ -461,7 +464,7 @@ def test_ask_with_an_unusable_answer_says_so_and_counts_it(memory, fault, says):
 def test_ask_against_an_unusable_endpoint_exits_3_and_changes_nothing(memory, server_kw, says):
     before = memory.stats()
     with FaultServer(**server_kw, hang_s=2) as server:
-        memory.use(server.url)
+        memory.use(server.url, timeout=TIMEOUT)
         run = memory("ask", "What about the kayak?", "--db", memory.db)
     assert run.code == 3 and says in run.one_line() and run.out == ""
     assert run.seconds < 3
@@ -485,7 +488,7 @@ def _process(tmp_path, url: str, *args: str) -> subprocess.CompletedProcess:
     presets = tmp_path / "process-models.toml"
     # An embedder that cannot load: should the order ever be wrong, this fails instead of loading a real model.
     presets.write_text(
-        f'[llm.faulty]\nkind = "openai"\nbase_url = "{url}"\nmodel = "fault-model"\ntimeout = {TIMEOUT}\nconnect_timeout = {TIMEOUT}\n'
+        f'[llm.faulty]\nkind = "openai"\nbase_url = "{url}"\nmodel = "fault-model"\ntimeout = {ROOMY}\nconnect_timeout = {ROOMY}\n'
         '[embedder.absent]\nkind = "sentence-transformers"\npath = "/nonexistent/embedder"\n'
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("NEMORI_")}

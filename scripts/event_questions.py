@@ -36,15 +36,13 @@ from datetime import datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = REPO.parent / "shared/data/locomo/locomo-dev.json"
+sys.path.insert(0, str(REPO))
+from scripts.observation_questions import DATA, write_set  # noqa: E402  (one writer of LoCoMo-format sets)
+from scripts.observation_questions import STOP as OBSERVATION_STOP  # noqa: E402
+
 OUT = REPO / "docs/bench/event-questions.jsonl"
 WORD = re.compile(r"[a-z0-9]+")
-_STOP_WORDS = (
-    "a an the of to in on at for and or but is are was were be been his her their its my your our with by from as "
-    "that this these those it he she they them him i you we me us do did does what which who whom when where why "
-    "how about into over after before up out new some more has have had"
-)
-STOP = set(_STOP_WORDS.split(" "))
+STOP = OBSERVATION_STOP | {"new", "some", "more", "has", "have", "had"}  # words that say which event, not what
 # Verbs whose plain form the spelling rules below would get wrong.
 IRREGULAR = {"has": "have", "does": "do", "goes": "go", "is": "was", "are": "were", "focuses": "focus"}
 
@@ -168,11 +166,7 @@ def assemble(path: Path, samples: set[str] | None) -> int:
             kept.setdefault(r["sample"], []).append(
                 {"question": r["question"], "answer": r["answer"], "evidence": r["evidence"], "category": 2}
             )
-    data = [{**sample, "qa": kept[sample["sample_id"]]} for sample in json.loads(DATA.read_text()) if sample["sample_id"] in kept]
-    path.write_text(json.dumps(data, ensure_ascii=False))
-    counts = ", ".join(f"{sample['sample_id']} {len(sample['qa'])}" for sample in data)
-    print(f"{path}: {counts} questions")
-    return 0
+    return write_set(path, kept)
 
 
 def main() -> int:

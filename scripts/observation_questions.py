@@ -172,6 +172,11 @@ def assemble(path: Path, samples: set[str] | None) -> int:
             kept.setdefault(r["sample"], []).append(
                 {"question": r["draft"]["question"], "answer": r["draft"]["answer"], "evidence": r["evidence"], "category": 4}
             )
+    return write_set(path, kept)
+
+
+def write_set(path: Path, kept: dict[str, list[dict]]) -> int:
+    """A LoCoMo-format file at ``path``: each dev conversation with questions, unchanged, with ``kept`` as its `qa`."""
     data = [{**sample, "qa": kept[sample["sample_id"]]} for sample in json.loads(DATA.read_text()) if sample["sample_id"] in kept]
     path.write_text(json.dumps(data, ensure_ascii=False))
     counts = ", ".join(f"{sample['sample_id']} {len(sample['qa'])}" for sample in data)

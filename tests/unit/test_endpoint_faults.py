@@ -33,9 +33,9 @@ from tests.conftest import REPO
 from tests.support.fault_server import FaultServer
 from tests.unit.fake_ingest import answer, conversation, isolate, write_jsonl
 
-TIMEOUT = 0.4  # seconds: the read timeout of a backend or preset whose server may hang
-# A preset whose server never hangs gets room: a loaded CI machine once took more than 0.4 s to
-# answer a healthy GET /models, and the fixture's build failed (stop 56).
+TIMEOUT = 0.4  # seconds: the read timeout of a backend or preset whose server hangs (the test waits it out)
+# Every other one gets room: a loaded CI machine once took more than 0.4 s to answer a healthy
+# GET /models, and a fixture's build failed (stop 56).
 ROOMY = 10.0
 CHAT = [{"role": "user", "content": "Reply, please."}]
 STAGE = Stage("probe", 64)
@@ -59,15 +59,20 @@ def _closed_port() -> int:
         return s.getsockname()[1]  # nothing listens there once the socket is closed
 
 
-def backend(url: str, **kw) -> OpenAICompatBackend:
+def wait_for(*faults: str) -> float:
+    """The read timeout for a server scripted with these faults: the short one only where one of them hangs."""
+    return TIMEOUT if "hang" in faults else ROOMY
+
+
+def backend(url: str, timeout: float = ROOMY, **kw) -> OpenAICompatBackend:
     return OpenAICompatBackend(
-        name="faulty", base_url=url, model="fault-model", timeout=TIMEOUT, connect_timeout=TIMEOUT, backoff=0.01, **kw
+        name="faulty", base_url=url, model="fault-model", timeout=timeout, connect_timeout=timeout, backoff=0.01, **kw
     )
 
 
-def complete(server: FaultServer):
+def complete(server: FaultServer, timeout: float = ROOMY):
     """(the LLM, its value or None, the NemoriError or None) for one StructuredLLM call."""
-    llm = StructuredLLM(backend(server.url))
+    llm = StructuredLLM(backend(server.url, timeout))
     try:
         return llm, llm.complete(CHAT, schema=Reply, stage=STAGE).value, None
     except (LLMOutputError, ModelError) as e:
@@ -126,7 +131,7 @@ UNUSABLE_ENDPOINT = [  # fault -> requests made, what the message says; the comm
 def test_an_unusable_endpoint_is_a_model_error_after_bounded_retries(fault, requests, says):
     with FaultServer(default=fault, hang_s=2) as server:
         started = time.perf_counter()
-        llm, value, error = complete(server)
+        llm, value, error = complete(server, wait_for(fault))
         seconds = time.perf_counter() - started
     assert type(error) is ModelError and says in error.message and "\n" not in error.message
     assert len(server.requests) == requests
@@ -148,7 +153,7 @@ def test_an_unusable_endpoint_is_a_model_error_after_bounded_retries(fault, requ
 )
 def test_a_transient_fault_is_retried_and_the_answer_kept(script):
     with FaultServer(*script, hang_s=2) as server:
-        llm, value, error = complete(server)
+        llm, value, error = complete(server, wait_for(*script))
     assert error is None and value == Reply(answer="x", count=0)
     assert len(server.requests) == len(script)
     assert llm.log.calls[0].outcome == "ok"
@@ -225,7 +230,7 @@ def test_404_or_html_everywhere_is_not_an_openai_endpoint(everything):
 )
 def test_the_check_refuses_an_endpoint_that_cannot_answer(kw, says):
     with FaultServer(**kw, hang_s=2) as server, pytest.raises(ModelError, match=None) as caught:
-        backend(server.url).check_reachable()
+        backend(server.url, wait_for(*kw.values())).check_reachable()
     assert says in caught.value.message
 
 
@@ -379,7 +384,7 @@ def test_after_the_endpoint_recovers_the_same_ingest_resumes(cli):
 )
 def test_an_endpoint_failing_mid_run_stops_ingest_resumable_and_logged(cli, fault, says):
     with FaultServer(default=fault, hang_s=2, answer=answer) as server:
-        cli.use(server.url, timeout=TIMEOUT)
+        cli.use(server.url, timeout=wait_for(fault))
         run = cli.ingest()
     line = run.one_line()
     assert run.code == 3 and says in line and "16 messages are pending and nothing is lost" in line
@@ -464,7 +469,7 @@ def test_ask_with_an_unusable_answer_says_so_and_counts_it(memory, fault, says):
 def test_ask_against_an_unusable_endpoint_exits_3_and_changes_nothing(memory, server_kw, says):
     before = memory.stats()
     with FaultServer(**server_kw, hang_s=2) as server:
-        memory.use(server.url, timeout=TIMEOUT)
+        memory.use(server.url, timeout=wait_for(*server_kw.values()))
         run = memory("ask", "What about the kayak?", "--db", memory.db)
     assert run.code == 3 and says in run.one_line() and run.out == ""
     assert run.seconds < 3

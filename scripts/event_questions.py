@@ -24,6 +24,11 @@ and every drop can be re-read from the record:
 
 Set F1 on "January 2023" gives an answer of "19 January 2023" 0.8 and "January 2023" 1.0. What it is not:
 LoCoMo's held-out temporal questions (no "how long after", no relative golds such as "the week before 9 June").
+
+Known limits of the rule, kept as they are because the fourteenth round read the set it makes (docs/BEYOND.md):
+only the first verb is put back ("When did John join a new job and works with ..."); an event told as "last month"
+gets the session's month; a dev question that asks the same time in other words and names a neighbouring turn is
+not seen; a double space after the name drops the event. A next version should mend these and be read as a new set.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ OUT = REPO / "docs/bench/event-questions.jsonl"
 WORD = re.compile(r"[a-z0-9]+")
 STOP = OBSERVATION_STOP | {"new", "some", "more", "has", "have", "had"}  # words that say which event, not what
 # Verbs whose plain form the spelling rules below would get wrong.
-IRREGULAR = {"has": "have", "does": "do", "goes": "go", "is": "was", "are": "were", "focuses": "focus"}
+IRREGULAR = {"has": "have", "does": "do", "goes": "go", "is": "was", "are": "were", "was": "was", "were": "were", "focuses": "focus"}
 
 
 def plain(verb: str) -> str | None:
@@ -69,7 +74,7 @@ def question_of(event: str, person: str) -> tuple[str | None, str]:
     form = plain(verb)
     if form is None:
         return None, f"{verb!r} is not a present-tense verb of the third person"
-    if verb in ("is", "are"):
+    if verb in ("is", "are", "was", "were"):
         return f"When was {person} {rest}?", ""
     return f"When did {person} {form}{' ' + rest if rest else ''}?", ""
 

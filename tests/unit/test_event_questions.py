@@ -31,6 +31,7 @@ def test_a_word_that_is_not_a_present_tense_verb_has_no_plain_form(word):
 def test_an_event_becomes_a_when_question_about_its_person():
     assert eq.question_of("Jon loses his job as a banker.", "Jon") == ("When did Jon lose his job as a banker?", "")
     assert eq.question_of("Caroline is inspired by her mentors.", "Caroline") == ("When was Caroline inspired by her mentors?", "")
+    assert eq.question_of("Jon was promoted.", "Jon") == ("When was Jon promoted?", "")
     question, why = eq.question_of("Gina's store opens.", "Gina")
     assert question is None and why == "does not open with its speaker's name"
     question, why = eq.question_of("Jon started a studio.", "Jon")
@@ -39,8 +40,17 @@ def test_an_event_becomes_a_when_question_about_its_person():
 
 def test_the_answer_is_the_sessions_month_unless_last_week_may_be_the_month_before():
     assert eq.month_of("20 January, 2023") == ("January 2023", "")
-    month, why = eq.month_of("3 July, 2023")
+    assert eq.month_of("8 July, 2023") == ("July 2023", "")
+    month, why = eq.month_of("7 July, 2023")
     assert month is None and "may be the month before" in why
+
+
+def test_a_single_hop_question_about_the_same_turn_leaves_the_event_kept_but_a_when_question_does_not():
+    about_it = {"question": "What job did Jon lose as a banker?", "answer": "banker", "evidence": [], "category": 1}
+    sample = _sample([about_it])
+    assert eq.judge(eq.events(sample)[0], sample)["dropped"] == ""
+    sample = _sample([{**about_it, "question": "When did Jon lose the job as a banker?"}])  # any category, asked "When"
+    assert eq.judge(eq.events(sample)[0], sample)["dropped"].startswith("a dev question asks about it")
 
 
 def _sample(qa: list[dict]) -> dict:
@@ -71,8 +81,9 @@ def test_an_event_nobody_asked_the_time_of_is_kept_with_its_best_turn_as_evidenc
 @pytest.mark.parametrize(
     "qa",
     [
-        {"question": "When did Jon lose his job as a banker?", "answer": "19 January, 2023", "evidence": ["D1:2"], "category": 2},
+        {"question": "When did Jon lose his job as a banker?", "answer": "19 January, 2023", "evidence": [], "category": 2},  # its words
         {"question": "When was Jon without work?", "answer": "January 2023", "evidence": ["D1:2"], "category": 2},  # its turn
+        {"question": "When did Jon lose the banker job?", "answer": "January 2023", "evidence": [], "category": 1},  # "When"
     ],
 )
 def test_an_event_whose_time_a_dev_question_asked_is_dropped(qa):

@@ -38,6 +38,7 @@ import json
 import re
 import sys
 from datetime import datetime
+from functools import cache
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -79,21 +80,20 @@ def question_of(event: str, person: str) -> tuple[str | None, str]:
     return f"When did {person} {form}{' ' + rest if rest else ''}?", ""
 
 
-_stem_cache: dict[str, str] = {}
+@cache
+def _stem(word: str) -> str:
+    return _porter().stem(word)
+
+
+@cache
+def _porter():
+    from nltk.stem import PorterStemmer  # LoCoMo's own scorer stems with it too (nemori_cli/bench/metrics.py)
+
+    return PorterStemmer()  # one for the whole run: every event is compared with every turn of its session
 
 
 def stems(text: str, leave: set[str] = frozenset()) -> set[str]:
-    from nltk.stem import PorterStemmer  # LoCoMo's own scorer stems with it too (nemori_cli/bench/metrics.py)
-
-    stemmer = PorterStemmer()
-    out = set()
-    for w in WORD.findall(text.lower()):
-        if w in STOP or w in leave:
-            continue
-        if w not in _stem_cache:
-            _stem_cache[w] = stemmer.stem(w)
-        out.add(_stem_cache[w])
-    return out
+    return {_stem(w) for w in WORD.findall(text.lower()) if w not in STOP and w not in leave}
 
 
 def month_of(date: str) -> tuple[str | None, str]:
@@ -151,6 +151,9 @@ def judge(item: dict, sample: dict) -> dict:
 
 
 def make() -> int:
+    if not DATA.is_file():
+        print(f"{DATA}: LoCoMo's development file not found (../shared beside the project)", file=sys.stderr)
+        return 2
     data = json.loads(DATA.read_text())
     records = [judge(item, sample) for sample in data for item in events(sample)]
     OUT.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))

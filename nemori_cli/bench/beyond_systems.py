@@ -85,3 +85,14 @@ _pair(
     NEIGHBOURS,
     turns_before=1,
 )
+# Fifteenth round: the build's episodes (narratives under their absolute dates) in the short road's one ranking, cut at
+# the same ~450 tokens as the raw turns (CoreBudget.short_episodes): what a built memory adds on when-questions.
+OFFERED.register(
+    CoreNemoriSystem(
+        "nemori-s450-ep3",
+        "nemori with the build's 3 best episodes (narratives under their dates) in the short road's ranking beside the raw "
+        "turns, the same ~450 tokens (shipped: raw turns alone)",
+        options=PROFILES["core"],
+        short_episodes=3,
+    )
+)

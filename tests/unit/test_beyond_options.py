@@ -180,3 +180,27 @@ def test_a_window_count_out_of_range_is_refused_not_read_as_no_turns(field, valu
     with pytest.raises(ConfigError, match=f"{field}={value!r}"):
         search_options("core", None, {field: value})
     assert search_options("core", None, {"session_windows": 0, "turns_before": -1}) == PROFILES["core"]
+
+
+def test_the_short_road_reads_the_builds_episodes_only_when_its_budget_asks_for_them(db, llm, backend, embedder):
+    """Fifteenth round's row: episodes (with their dates) in the short road's ranking, inside the same token budget."""
+    from nemori_cli.pipeline.runner import Pipeline
+    from nemori_cli.retrieval import core_answer
+    from tests.conftest import make_messages
+    from tests.support.scripted import scripted
+
+    scripted(backend, facts=[[]])  # every episode is "Ann sails": "On 8 May 2023 Ann talked about sailing with Bob."
+    pipe = Pipeline(db, "u", llm, embedder)
+    pipe.add_messages(make_messages(30, topic="sailing"))
+    pipe.process(flush=True)
+    backend.default = lambda messages, schema: {"answer": "8 May 2023"}
+    shown = {}
+    for episodes in (0, 3):
+        sizes = core_answer.CoreBudget(60, beyond="short", short=450, short_episodes=episodes)  # 60: the turns do not fit
+        answer = core_answer.ask(db, "u", embedder, llm, "When did Ann talk about sailing with Bob?", PROFILES["core"], sizes=sizes)
+        prompt = backend.prompts_for("Answer")[-1][1]["content"]
+        shown[episodes] = ({h.kind for h in answer.hits}, "(episode) Ann sails: On 8 May 2023" in prompt)
+        assert timeline.estimate_tokens(prompt) < 450 + 200  # the budget holds with episodes in it (plus instructions)
+    assert shown == {0: ({"message"}, False), 3: ({"message", "episode"}, True)}
+    row = catalog.resolve("nemori-s450-ep3")[0]
+    assert row.options == PROFILES["core"] and row.shape == {"short_episodes": 3}  # the shipped row with one change

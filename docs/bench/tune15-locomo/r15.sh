@@ -2,7 +2,11 @@
 # Fifteenth round (docs/BEYOND.md): after the builds, the tuning split, then the confirmation by the rule written before.
 set -e
 cd /work/main
-while ! grep -q '^done' bench-results/build15.log; do sleep 30; done
+# Run after build15.sh; where its output went to bench-results/build15.log (as here), wait for its last line.
+while [ -f bench-results/build15.log ] && ! grep -q '^done' bench-results/build15.log; do sleep 30; done
+for s in conv-30 conv-26 conv-41 conv-43; do
+  [ -f bench-results/build15-$s/memories/$s/nemori-native-prediction-int-narrative-similarity.db ] || { echo "r15.sh: conv $s is not built; run build15.sh first" >&2; exit 2; }
+done
 DB=nemori-native-prediction-int-narrative-similarity.db
 place() { # sample folder: the one built memory of that sample, copied in
   mkdir -p "$2/memories/$1"

@@ -96,3 +96,14 @@ OFFERED.register(
         short_episodes=3,
     )
 )
+# Sixteenth round: the build's episodes as headings, not as text. Each day's heading over the short road's raw turns also
+# names the episode they belong to (SearchOptions.episode_heads); no narrative, no turn taken out. Built only: before
+# the build there is no title, and the row would be the shipped one.
+OFFERED.register(
+    CoreNemoriSystem(
+        "nemori-s450-heads",
+        "nemori whose short road heads each day's raw turns with the title of the episode they belong to, the build's "
+        "title over the exact lines (shipped: the date alone)",
+        options=replace(PROFILES["core"], episode_heads=True),
+    )
+)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import Literal
 
@@ -190,9 +191,17 @@ def head_slot(order: str = "time", form: str = "answer") -> str:
 
 
 def render_timeline(
-    question: str, hits: list[Hit], *, now: str | None, arithmetic: list[str], order: str = "time", form: str = "answer"
+    question: str,
+    hits: list[Hit],
+    *,
+    now: str | None,
+    arithmetic: list[str],
+    order: str = "time",
+    form: str = "answer",
+    heads: Mapping[int, str] | None = None,
 ) -> list[dict[str, str]]:
-    memories = timeline.render(hits, order=order) if hits else "(no memories found)"
+    """The timeline prompt; ``heads`` (episode id: title) names each raw turn's episode in its day's heading."""
+    memories = timeline.render(hits, order=order, heads=heads) if hits else "(no memories found)"
     worked = ("\nDate arithmetic, already worked out:\n" + "\n".join(arithmetic)) if arithmetic else ""
     today = f"\nToday is {today_text(now)}." if now else ""
     system, user = timeline_head(order, form)

@@ -10,6 +10,7 @@ model reads the order of events off the page instead of working it out.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -28,6 +29,7 @@ class Line:
     order: int  # within one instant: episode, fact, note, then messages
     key: str  # what makes two lines the same ("m:12" for message 12): shown once
     text: str
+    episode: int | None = None  # a raw turn's episode, once the build has made it (for render's ``heads``)
 
 
 def lines_of(hit: Hit) -> list[Line]:
@@ -41,7 +43,13 @@ def lines_of(hit: Hit) -> list[Line]:
         return [Line(hit.start, 2, f"n:{hit.id}", f"(note) {clip(hit.text, FACT_LIMIT)}{extra}")]
     if hit.kind == "message":
         return [
-            Line(m.timestamp, 3, f"m:{m.id}", f'{m.speaker}: "{clip(annotate_relative_times(m.content, m.timestamp), MESSAGE_LIMIT)}"')
+            Line(
+                m.timestamp,
+                3,
+                f"m:{m.id}",
+                f'{m.speaker}: "{clip(annotate_relative_times(m.content, m.timestamp), MESSAGE_LIMIT)}"',
+                m.episode_id,
+            )
             for m in hit.messages
         ]
     return []  # the running summary is not a dated event; render() adds it whole
@@ -63,8 +71,20 @@ ORDERS = ("time", "best-last")  # SearchOptions.timeline_order
 ANSWER_FORMS = ("answer", "quote", "question-first")
 
 
-def render(hits: list[Hit], order: str = "time") -> str:
+HEAD_LIMIT = 80  # characters of an episode's title in a heading
+
+
+def heading(day, title: str | None) -> str:
+    """A day's heading; with ``title``, the episode its turns below belong to ("8 May 2023 (episode: A new job):")."""
+    return f"{format_date(day)} (episode: {clip(title, HEAD_LIMIT)}):" if title else f"{format_date(day)}:"
+
+
+def render(hits: list[Hit], order: str = "time", heads: Mapping[int, str] | None = None) -> str:
     """The timeline, oldest first, each day headed by its date; a line retrieved twice is shown once.
+
+    ``heads`` (episode id: title) names, in the heading, the episode the raw turns below it belong to: the build's
+    dated title over the exact lines, where the turns of one day come from two episodes a heading each. Without it
+    (or for a turn not yet in an episode) the heading is the date alone.
 
     ``order="best-last"``: one block a retrieved memory, in the order of ``hits`` (best first) reversed, so the
     best-ranked is read last, next to the question; each block's lines oldest first under their dates. A line two
@@ -88,12 +108,13 @@ def render(hits: list[Hit], order: str = "time") -> str:
         blocks.reverse()
     out: list[str] = []
     for block in blocks:
-        last_day = None  # each block names its day again: the block before may end on another
+        last_head = None  # each block names its day again: the block before may end on another
         for line in sorted(block, key=lambda line: (to_epoch(line.at), line.order, line.key)):  # instants: offsets may differ
             day = line.at.date()
-            if day != last_day:
-                out.append(f"{format_date(day)}:")
-                last_day = day
+            title = heads.get(line.episode) if heads and line.episode is not None else None
+            if (day, title) != last_head:
+                out.append(heading(day, title))
+                last_head = (day, title)
             out.append(f"- {line.text}")
     summaries = [h for h in hits if h.kind == "summary"]
     for h in summaries:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from nemori_cli import stages
@@ -22,6 +22,7 @@ from nemori_cli.prompts import answer as prompt
 from nemori_cli.prompts import timeline
 from nemori_cli.retrieval import timecalc
 from nemori_cli.retrieval.search import PROFILES, SearchOptions, search
+from nemori_cli.store import episodes as episodes_store
 from nemori_cli.store import message_index
 from nemori_cli.store.contract import Store
 
@@ -197,11 +198,13 @@ def answer_hits(
     gate: bool = True,
     unmentioned: Sequence[str] = (),
     events: dict[str, list[Hit]] | None = None,
+    heads: Mapping[int, str] | None = None,
 ) -> Answer:
     """One answer from these memories (search time is the caller's to fill in).
 
     With ``gate``, a question nothing retrieved is about gets NOT_MENTIONED at
     once; the baselines, which always see their context, pass gate=False.
+    ``heads`` (episode id: title): the timeline names each raw turn's episode in its day's heading.
     """
     started = time.perf_counter()
     if gate and unsupported(hits):
@@ -215,7 +218,9 @@ def answer_hits(
         arithmetic = timecalc.when_hint(question, hits) + arithmetic
         if unmentioned:
             arithmetic.append("No memory mentions " + ", ".join(f'"{w}"' for w in unmentioned) + ".")
-        messages = prompt.render_timeline(question, hits, now=today, arithmetic=arithmetic, order=layout.order, form=layout.form)
+        messages = prompt.render_timeline(
+            question, hits, now=today, arithmetic=arithmetic, order=layout.order, form=layout.form, heads=heads
+        )
         schema = prompt.timeline_schema(timecalc.asks_duration(question), layout.form)
     else:
         context = "messages" if layout.name == "messages" else "narrative"
@@ -262,6 +267,16 @@ def cited_episodes(text: str, hits: list[Hit]) -> list[int]:
     return ordered[:3]
 
 
+def episode_titles(db: Store, user: str, hits: list[Hit]) -> dict[int, str]:
+    """The titles of the episodes the shown raw turns belong to (SearchOptions.episode_heads), as the memory stands now.
+
+    With ``as_of``, none: an episode is written after its turns were said, and the store cannot say whether this one
+    existed at that moment, so the timeline keeps its bare dates rather than name what may come later.
+    """
+    ids = sorted({m.episode_id for h in hits if h.kind == "message" for m in h.messages if m.episode_id is not None})
+    return {i: e.title for i, e in episodes_store.by_ids(db, user, ids).items() if e.title.strip()}
+
+
 def ask(
     db: Store,
     user: str,
@@ -299,6 +314,7 @@ def ask(
         # Each event of a "between A and B" question looked up on its own, among the raw turns.
         alone = replace(options, k=0, facts=0, notes=0, messages=10, turns=0, budget=0)
         events = {event: [h for h in search(db, user, embedder, event, alone)[0] if h.kind == "message"] for event in named}
-    answer = answer_hits(llm, question, hits, layout_of(options), today=today, unmentioned=missing, events=events)
+    heads = episode_titles(db, user, hits) if options.episode_heads and options.layout == "timeline" and options.as_of is None else None
+    answer = answer_hits(llm, question, hits, layout_of(options), today=today, unmentioned=missing, events=events, heads=heads)
     answer = replace(answer, search_ms=search_ms)
     return answer, list(answer.cited)

@@ -87,6 +87,10 @@ class SearchOptions:
     # Read by every timeline prompt but the core road's (which answers where the history fits); both others were
     # rejected at tuning (docs/BEYOND.md, tenth round).
     answer_form: str = "answer"
+    # A timeline names, in each day's heading, the episode its raw turns belong to (the build's title over the exact
+    # lines: prompts/timeline.render's ``heads``); off: the date alone. Nothing changes before the build. Measured on
+    # the short road by the bench's nemori-s450-heads row (docs/BEYOND.md, sixteenth round).
+    episode_heads: bool = False
 
 
 FACTS_AS = ("text", "turn", "rank")  # SearchOptions.facts_as

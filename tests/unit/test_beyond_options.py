@@ -204,3 +204,56 @@ def test_the_short_road_reads_the_builds_episodes_only_when_its_budget_asks_for_
     assert shown == {0: ({"message"}, False), 3: ({"message", "episode"}, True)}
     row = catalog.resolve("nemori-s450-ep3")[0]
     assert row.options == PROFILES["core"] and row.shape == {"short_episodes": 3}  # the shipped row with one change
+
+
+def _in_episode(m: Message, episode: int | None) -> Message:
+    return replace(m, episode_id=episode)
+
+
+def test_heads_name_each_turns_episode_under_its_day_and_change_nothing_without_them():
+    """Sixteenth round's option: a day's heading names the episode of the turns below it; two episodes, two headings."""
+    day = [_in_episode(_msg(1, MAY), 7), _in_episode(_msg(2, MAY + timedelta(minutes=1)), 7)]
+    later = [_in_episode(_msg(3, MAY + timedelta(minutes=2)), 8), _msg(4, MAY + timedelta(minutes=3))]  # 4: not built yet
+    hits = [_window(1, 0.05, day), _window(3, 0.04, later)]
+    plain = timeline.render(hits)
+    assert timeline.render(hits, heads={}) == plain == timeline.render(hits, heads=None)
+    assert plain.splitlines()[0] == "8 May 2023:" and plain.count("8 May 2023") == 1
+    lines = timeline.render(hits, heads={7: "Ann's regatta", 8: "A new boat"}).splitlines()
+    assert lines == [
+        "8 May 2023 (episode: Ann's regatta):",
+        '- Ann: "line 1"',
+        '- Ann: "line 2"',
+        "8 May 2023 (episode: A new boat):",
+        '- Ann: "line 3"',
+        "8 May 2023:",  # a turn with no episode is not put under the one before it
+        '- Ann: "line 4"',
+    ]
+    long = timeline.render(hits[:1], heads={7: "x" * 500}).splitlines()[0]
+    assert len(long) < len("8 May 2023 (episode: ):") + timeline.HEAD_LIMIT + 4  # a title is clipped, not read whole
+
+
+def test_the_short_road_heads_its_turns_with_their_episodes_only_when_asked(db, llm, backend, embedder):
+    """The option end to end: a built memory's episode title reaches the prompt over the raw turns, and only then."""
+    from nemori_cli.pipeline.runner import Pipeline
+    from nemori_cli.retrieval import core_answer
+    from tests.conftest import make_messages
+    from tests.support.scripted import scripted
+
+    scripted(backend, facts=[[]])  # every episode is "Ann sails"
+    pipe = Pipeline(db, "u", llm, embedder)
+    pipe.add_messages(make_messages(30, topic="sailing"))
+    pipe.process(flush=True)
+    backend.default = lambda messages, schema: {"answer": "8 May 2023"}
+    sizes = core_answer.CoreBudget(60, beyond="short", short=450)  # 60: the turns do not fit, the short road answers
+    shown = {}
+    for heads in (False, True):
+        options = replace(PROFILES["core"], episode_heads=heads)
+        answer = core_answer.ask(db, "u", embedder, llm, "When did Ann talk about sailing with Bob?", options, sizes=sizes)
+        prompt = backend.prompts_for("Answer")[-1][1]["content"]
+        shown[heads] = ({h.kind for h in answer.hits}, "(episode: Ann sails):" in prompt, '"' in prompt)
+    assert shown == {False: ({"message"}, False, True), True: ({"message"}, True, True)}  # the same turns, quoted
+    as_of = replace(PROFILES["core"], episode_heads=True, as_of=MAY + timedelta(days=3650))
+    then = core_answer.ask(db, "u", embedder, llm, "When did Ann talk about sailing with Bob?", as_of, sizes=sizes)
+    assert then.hits and "(episode:" not in backend.prompts_for("Answer")[-1][1]["content"]  # as of a moment: the bare dates
+    row = catalog.resolve("nemori-s450-heads")[0]
+    assert row.options == replace(PROFILES["core"], episode_heads=True)  # the shipped row with one change

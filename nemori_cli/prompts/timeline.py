@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 
 from nemori_cli.dates import annotate_relative_times, format_date
 from nemori_cli.domain import Hit, to_epoch
@@ -74,7 +74,7 @@ ANSWER_FORMS = ("answer", "quote", "question-first")
 HEAD_LIMIT = 80  # characters of an episode's title in a heading
 
 
-def heading(day, title: str | None) -> str:
+def heading(day: date, title: str | None) -> str:
     """A day's heading; with ``title``, the episode its turns below belong to ("8 May 2023 (episode: A new job):")."""
     return f"{format_date(day)} (episode: {clip(title, HEAD_LIMIT)}):" if title else f"{format_date(day)}:"
 

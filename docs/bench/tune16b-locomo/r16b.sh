@@ -5,7 +5,7 @@ cd "$(dirname "$0")/../../.."
 while pgrep -f "pytest" > /dev/null; do sleep 20; done  # never two model processes at once: after the suite
 N=.venv/bin/nemori
 DATA=../shared/data/locomo/locomo-dev.json
-DB=nemori-native-prediction-int-narrative-similarity.db
+DB=nemori-native-prediction-int-narrative.db  # base partitions with the model: no "-similarity" in its build key
 T="--split tune --sample conv-30"
 echo "build $(date)"
 $N bench locomo $DATA --model base $T --questions 1 --systems nemori --out bench-results/build16b-conv-30

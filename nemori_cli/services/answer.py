@@ -189,6 +189,9 @@ def search_options(
     if "facts" in overrides and "facts_beyond" not in overrides:
         # Facts asked for by number are read beyond the window too, where `ask` otherwise reads raw turns alone.
         options = replace(options, facts_beyond=bool(overrides["facts"]))
+    for name in ("episode_heads", "facts_beyond"):  # "false" from a script is a true string: refused, not read as on
+        if not isinstance(getattr(options, name), bool):
+            raise ConfigError(f"search option {name}={getattr(options, name)!r} is not true or false")
     if options.facts_as not in FACTS_AS:
         raise ConfigError(f"search option facts_as={options.facts_as!r} is not one of {', '.join(FACTS_AS)}")
     if options.timeline_order not in TIMELINE_ORDERS:

@@ -260,3 +260,12 @@ def test_the_short_road_heads_its_turns_with_their_episodes_only_when_asked(db, 
     assert then.hits and "(episode:" not in backend.prompts_for("Answer")[-1][1]["content"]  # as of a moment: the bare dates
     row = catalog.resolve("nemori-s450-heads")[0]
     assert row.options == replace(PROFILES["core"], episode_heads=True)  # the shipped row with one change
+
+
+@pytest.mark.parametrize("field", ["episode_heads", "facts_beyond"])
+def test_a_switch_given_as_text_is_refused_not_read_as_on(field):
+    from nemori_cli.services.answer import search_options
+
+    with pytest.raises(ConfigError, match=f"{field}='false'"):
+        search_options("core", None, {field: "false"})
+    assert search_options("core", None, {field: True}) == replace(PROFILES["core"], **{field: True})
